@@ -1,0 +1,68 @@
+"""The whole PIQN model as one thinc layer: encoder → windows → head."""
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Tuple
+
+from spacy.tokens import Doc
+from thinc.api import Model
+from thinc.types import Floats2d, Floats4d
+
+from ..windows import GetWindows, Window
+
+
+@dataclass
+class PIQNOutput:
+    """Head logits for every window of a batch. left/right (L', B, M, n), classes (L', B, M, C);
+    L' is every word-level layer in training and the last one at prediction."""
+
+    windows: List[Window]
+    left: Optional[Floats4d]
+    right: Optional[Floats4d]
+    classes: Optional[Floats4d]
+
+    @property
+    def lengths(self) -> List[int]:
+        return [w.end - w.start for w in self.windows]
+
+
+def build_piqn(tok2vec: Model[List[Doc], List[Floats2d]], head: Model, get_windows: GetWindows) -> Model[List[Doc], PIQNOutput]:
+    """Run ``tok2vec`` over whole docs (so windows keep their context), cut the token vectors
+    into windows and run the head on each window."""
+    model: Model[List[Doc], PIQNOutput] = Model(
+        "piqn",
+        forward,
+        init=init,
+        layers=[tok2vec, head],
+        refs={"tok2vec": tok2vec, "head": head},
+        attrs={"get_windows": get_windows},
+    )
+    if tok2vec.has_dim("nO"):
+        head.set_dim("nI", tok2vec.get_dim("nO"))
+    return model
+
+
+def init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
+    tok2vec, head = model.layers
+    tok2vec.initialize(X=X)
+    if X is not None and not head.has_dim("nI"):
+        vectors = tok2vec.predict([doc for doc in X if len(doc)])
+        head.set_dim("nI", vectors[0].shape[1])
+    head.initialize()
+
+
+def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[PIQNOutput, Callable]:
+    tok2vec, head = model.layers
+    windows: List[Window] = model.attrs["get_windows"](docs)
+    if not windows:
+        return PIQNOutput(windows, None, None, None), lambda d_output: []
+    vectors, backprop_tok2vec = tok2vec(docs, is_train)
+    X = [vectors[w.doc][w.start : w.end] for w in windows]
+    (left, right, classes), backprop_head = head(X, is_train)
+
+    def backprop(d_output: PIQNOutput) -> List[Doc]:
+        dX = backprop_head((d_output.left, d_output.right, d_output.classes))
+        d_vectors = [model.ops.alloc2f(*v.shape) for v in vectors]
+        for window, dx in zip(windows, dX):
+            d_vectors[window.doc][window.start : window.end] += dx
+        return backprop_tok2vec(d_vectors)
+
+    return PIQNOutput(windows, left, right, classes), backprop

@@ -1,0 +1,123 @@
+"""thinc glue for the PyTorch PIQN head: lazy construction, converters, safetensors state."""
+from typing import Any, Callable, List, Optional, Tuple
+
+from thinc.api import ArgsKwargs, Model, PyTorchGradScaler, PyTorchWrapper_v3, torch2xp, xp2torch
+from thinc.types import Floats2d, Floats4d
+
+InT = List[Floats2d]
+OutT = Tuple[Floats4d, Floats4d, Floats4d]
+
+
+def build_torch_head(
+    *,
+    width: int,
+    n_queries: int,
+    n_layers: int,
+    n_heads: int,
+    lstm_layers: int,
+    dropout: float,
+    query_interaction: bool,
+    common_embedding: bool,
+    mixed_precision: bool,
+) -> Model[InT, OutT]:
+    """A thinc layer whose PyTorch module is built at ``initialize``, once nI (the encoder's
+    width) and nO (labels + "None") are known. Loading a saved pipeline sets both dims from the
+    component's cfg and initializes this layer alone before the weights arrive."""
+    return Model(
+        "piqn_head",
+        forward,
+        init=init,
+        dims={"nI": None, "nO": None},
+        attrs={
+            "width": width,
+            "n_queries": n_queries,
+            "n_layers": n_layers,
+            "n_heads": n_heads,
+            "lstm_layers": lstm_layers,
+            "dropout": dropout,
+            "query_interaction": query_interaction,
+            "common_embedding": common_embedding,
+            "mixed_precision": mixed_precision,
+        },
+    )
+
+
+def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Any = None) -> None:
+    if model.layers:
+        return
+    import torch
+
+    from ..modules.head import PIQNHead
+
+    if X is not None and not model.has_dim("nI"):
+        model.set_dim("nI", X[0].shape[1])
+    attrs = model.attrs
+    module = PIQNHead(
+        model.get_dim("nI"),
+        model.get_dim("nO"),
+        width=attrs["width"],
+        n_queries=attrs["n_queries"],
+        n_layers=attrs["n_layers"],
+        n_heads=attrs["n_heads"],
+        lstm_layers=attrs["lstm_layers"],
+        dropout=attrs["dropout"],
+        query_interaction=attrs["query_interaction"],
+        common_embedding=attrs["common_embedding"],
+    )
+    # Mixed precision needs CUDA: a CPU grad scaler crashes in backprop.
+    mixed = attrs["mixed_precision"] and torch.cuda.is_available()
+    model._layers = [
+        PyTorchWrapper_v3(
+            module,
+            convert_inputs=convert_inputs,
+            convert_outputs=convert_outputs,
+            mixed_precision=mixed,
+            grad_scaler=PyTorchGradScaler(enabled=mixed),
+            serialize_model=serialize_state,
+            deserialize_model=deserialize_state,
+        )
+    ]
+
+
+def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Callable]:
+    return model.layers[0](X, is_train)
+
+
+def convert_inputs(model: Model, X: InT, is_train: bool) -> Tuple[ArgsKwargs, Callable]:
+    """One torch leaf per window; training asks the head for every layer (auxiliary losses)."""
+    Xt = [xp2torch(x, requires_grad=is_train) for x in X]
+
+    def get_dX(dXt: ArgsKwargs) -> List[Floats2d]:
+        return [
+            torch2xp(g) if g is not None else model.ops.alloc2f(*x.shape)
+            for g, x in zip(dXt.args[0], X)
+        ]
+
+    return ArgsKwargs(args=(Xt,), kwargs={"all_layers": is_train}), get_dX
+
+
+def convert_outputs(model: Model, inputs_outputs: Tuple[Any, Any], is_train: bool) -> Tuple[OutT, Callable]:
+    """The head returns a tuple of tensors, which thinc's default converter cannot backprop."""
+    _, Yt = inputs_outputs
+    Y = tuple(torch2xp(t) for t in Yt)
+
+    def get_dYt(dY: OutT) -> ArgsKwargs:
+        grads = [xp2torch(d, device=t.device) for d, t in zip(dY, Yt)]
+        return ArgsKwargs(args=(list(Yt),), kwargs={"grad_tensors": grads})
+
+    return Y, get_dYt  # type: ignore[return-value]
+
+
+def serialize_state(module: Any) -> bytes:
+    """safetensors, so loading a pipeline never unpickles anything."""
+    from safetensors.torch import save
+
+    return save({k: v.contiguous() for k, v in module.state_dict().items()})
+
+
+def deserialize_state(module: Any, data: bytes, device: Any) -> Any:
+    from safetensors.torch import load
+
+    module.load_state_dict(load(data))
+    module.to(device)
+    return module

@@ -1,0 +1,101 @@
+"""PIQN's training loss from a label assignment and the head's logits (torch).
+
+Per word-level layer: the queries are matched to gold slots on that layer's own predictions
+(no gradient), then class cross-entropy over all queries (unmatched ones target "None") and
+boundary BCE over the matched ones. Layers are summed (PIQN's auxiliary losses).
+"""
+from dataclasses import dataclass
+from typing import List, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .assignment import assign_queries
+
+
+@dataclass(frozen=True)
+class LossWeights:
+    """Settings of the assignment and the loss (the component's cfg holds them)."""
+
+    n_slots: int = 30
+    match_class_weight: float = 2.0
+    match_boundary_weight: float = 2.0
+    class_weight: float = 2.0
+    boundary_weight: float = 2.0
+
+
+def none_class_weight(n_matched: int, n_queries: int) -> float:
+    """Weight of the "None" class so that None queries and matched queries weigh the same in
+    total. Entity-free batches (no matched query) weigh None normally: the official code's
+    formula gives 0/0 (NaN) there."""
+    n_none = n_queries - n_matched
+    if n_matched == 0 or n_none == 0:
+        return 1.0
+    return n_matched / n_none
+
+
+def piqn_loss(
+    left: torch.Tensor,
+    right: torch.Tensor,
+    classes: torch.Tensor,
+    lengths: Sequence[int],
+    gold: List[np.ndarray],
+    weights: LossWeights,
+) -> torch.Tensor:
+    """Sum over layers of class CE + boundary BCE.
+
+    left/right (L, B, M, n) and classes (L, B, M, C) are logits; lengths the real word count
+    of each window; gold[b] an int array (G_b, 3) of (class id >= 1, left, right) with
+    inclusive word indices.
+    """
+    n_layers, batch, n_queries, n_words = left.shape
+    n_classes = classes.shape[-1]
+    device = left.device
+    word_mask = (torch.arange(n_words, device=device)[None, :] < torch.as_tensor(lengths, device=device)[:, None])
+    with torch.no_grad():
+        p_class = torch.softmax(classes.float(), -1).cpu().numpy()
+        p_left = torch.sigmoid(left.float()).cpu().numpy()
+        p_right = torch.sigmoid(right.float()).cpu().numpy()
+    total = left.new_zeros(())
+    for layer in range(n_layers):
+        rows_b, rows_q, targets = [], [], []
+        for b, window_gold in enumerate(gold):
+            if len(window_gold) == 0:
+                continue
+            queries, slots = assign_queries(
+                p_class[layer, b],
+                p_left[layer, b],
+                p_right[layer, b],
+                window_gold,
+                weights.n_slots,
+                weights.match_class_weight,
+                weights.match_boundary_weight,
+            )
+            rows_b.append(np.full(len(queries), b))
+            rows_q.append(queries)
+            targets.append(window_gold[slots])
+        n_matched = sum(len(q) for q in rows_q)
+        class_target = torch.zeros((batch, n_queries), dtype=torch.long, device=device)
+        class_weights = torch.ones((n_classes,), device=device)
+        class_weights[0] = none_class_weight(n_matched, batch * n_queries)
+        loss = left.new_zeros(())
+        if n_matched:
+            b_idx = torch.as_tensor(np.concatenate(rows_b), device=device)
+            q_idx = torch.as_tensor(np.concatenate(rows_q), device=device)
+            target = torch.as_tensor(np.concatenate(targets), device=device)
+            class_target[b_idx, q_idx] = target[:, 0]
+            mask = word_mask[b_idx].float()
+            boundary = left.new_zeros(())
+            for logits, column in ((left, 1), (right, 2)):
+                onehot = F.one_hot(target[:, column], n_words).float()
+                bce = F.binary_cross_entropy_with_logits(
+                    logits[layer, b_idx, q_idx].float(), onehot, reduction="none"
+                )
+                boundary = boundary + (bce * mask).sum()
+            loss = loss + weights.boundary_weight * boundary / n_matched
+        ce = F.cross_entropy(
+            classes[layer].reshape(-1, n_classes).float(), class_target.reshape(-1), weight=class_weights
+        )
+        total = total + loss + weights.class_weight * ce
+    return total

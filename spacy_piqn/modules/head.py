@@ -1,0 +1,259 @@
+"""PIQN's word-level part as plain PyTorch modules (no spaCy or thinc imports).
+
+Words (from any encoder) go through a BiLSTM and L one-way layers together with M instance
+queries; per layer an entity pointer scores every word as the left/right boundary of each
+query's entity and an entity classifier types it. See piqn-spec §2.5–§3 for the behaviour
+these modules follow, and §11 for the pitfalls they avoid.
+"""
+from typing import List, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence, pad_sequence
+
+# Logit given to padded words: sigmoid(-1e4) == 0 in fp32 and fp16, and unlike -inf it never
+# produces NaN in BCE or softmax.
+PAD_LOGIT = -1e4
+
+HeadOutput = Tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+def init_weights(module: nn.Module) -> None:
+    """BERT-style init for the layers PIQN initializes itself (Linear, Embedding, LayerNorm)."""
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        module.weight.data.normal_(mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            module.bias.data.zero_()
+    elif isinstance(module, nn.LayerNorm):
+        module.weight.data.fill_(1.0)
+        module.bias.data.zero_()
+
+
+class QueryEmbeddings(nn.Module):
+    """M learnable instance queries: a content vector (plus an optional shared "query type"
+    vector) and a separate position vector that is mixed into attention at every layer."""
+
+    def __init__(self, n_queries: int, width: int, dropout: float, common_embedding: bool):
+        super().__init__()
+        self.content = nn.Embedding(n_queries, width)
+        self.position = nn.Embedding(n_queries, width)
+        self.common = nn.Parameter(torch.zeros(width)) if common_embedding else None
+        self.content_norm = nn.LayerNorm(width)
+        self.position_norm = nn.LayerNorm(width)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self) -> Tuple[torch.Tensor, torch.Tensor]:
+        content = self.content.weight
+        if self.common is not None:
+            content = content + self.common
+        content = self.dropout(self.content_norm(content))
+        position = self.dropout(self.position_norm(self.position.weight))
+        return content, position
+
+
+class OneWayLayer(nn.Module):
+    """A transformer layer over [words ; queries] in which words never attend to queries.
+
+    Words and queries share every weight. The word rows are an ordinary n×n self-attention;
+    the query rows attend to the words (and, with ``query_interaction``, to all queries), so
+    the masked words→queries block is never computed. Query positions enter the queries'
+    Q and K as (e + p) / 2 and stay out of V.
+    """
+
+    def __init__(self, width: int, n_heads: int, dropout: float, query_interaction: bool):
+        super().__init__()
+        if width % n_heads:
+            raise ValueError(f"hidden width {width} is not divisible by n_heads {n_heads}")
+        self.n_heads = n_heads
+        self.query_interaction = query_interaction
+        self.q = nn.Linear(width, width)
+        self.k = nn.Linear(width, width)
+        self.v = nn.Linear(width, width)
+        self.out = nn.Linear(width, width)
+        self.attn_norm = nn.LayerNorm(width)
+        self.ffn_in = nn.Linear(width, 4 * width)
+        self.ffn_out = nn.Linear(4 * width, width)
+        self.ffn_norm = nn.LayerNorm(width)
+        self.dropout = nn.Dropout(dropout)
+        self.attn_dropout = dropout
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, width = x.shape
+        return x.view(batch, length, self.n_heads, width // self.n_heads).transpose(1, 2)
+
+    def _merge(self, x: torch.Tensor) -> torch.Tensor:
+        batch, heads, length, dim = x.shape
+        return x.transpose(1, 2).reshape(batch, length, heads * dim)
+
+    def forward(
+        self,
+        words: torch.Tensor,
+        queries: torch.Tensor,
+        position: torch.Tensor,
+        word_mask: torch.Tensor,
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        n_words = words.shape[1]
+        p_drop = self.attn_dropout if self.training else 0.0
+        k_w, v_w = self._split(self.k(words)), self._split(self.v(words))
+        # (B, 1, 1, n): True where a key is a real word.
+        key_mask = word_mask[:, None, None, :]
+        word_ctx = F.scaled_dot_product_attention(
+            self._split(self.q(words)), k_w, v_w, attn_mask=key_mask, dropout_p=p_drop
+        )
+        positioned = (queries + position) / 2
+        q_e = self._split(self.q(positioned))
+        if self.query_interaction:
+            k_all = torch.cat([k_w, self._split(self.k(positioned))], dim=2)
+            v_all = torch.cat([v_w, self._split(self.v(queries))], dim=2)
+            query_keys = key_mask.new_ones(key_mask.shape[:-1] + (queries.shape[1],))
+            query_mask = torch.cat([key_mask, query_keys], dim=-1)
+        else:
+            k_all, v_all, query_mask = k_w, v_w, key_mask
+        query_ctx = F.scaled_dot_product_attention(
+            q_e, k_all, v_all, attn_mask=query_mask, dropout_p=p_drop
+        )
+        # Position-wise parts run once over both streams (same weights).
+        hidden = torch.cat([words, queries], dim=1)
+        ctx = torch.cat([self._merge(word_ctx), self._merge(query_ctx)], dim=1)
+        hidden = self.attn_norm(hidden + self.dropout(self.out(ctx)))
+        ffn = self.ffn_out(self.dropout(F.gelu(self.ffn_in(hidden))))
+        hidden = self.ffn_norm(hidden + self.dropout(ffn))
+        return hidden[:, :n_words], hidden[:, n_words:]
+
+
+class EntityPointer(nn.Module):
+    """Boundary logits of every query's entity over the words: additive fusion, ReLU, score.
+    Sigmoid per word (not a softmax over words), as in PIQN."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.word_proj = nn.Linear(width, width)
+        self.query_proj = nn.Linear(width, width)
+        self.score = nn.Linear(width, 1)
+
+    def forward(self, words: torch.Tensor, queries: torch.Tensor, word_mask: torch.Tensor) -> torch.Tensor:
+        fused = F.relu(self.word_proj(words)[:, None, :, :] + self.query_proj(queries)[:, :, None, :])
+        logits = self.score(fused).squeeze(-1)
+        return logits.masked_fill(~word_mask[:, None, :], PAD_LOGIT)
+
+
+class EntityClassifier(nn.Module):
+    """Types each query's entity from the query, a query→word cross-attention and the
+    boundary-weighted sums of the words (index 0 is the "None" class)."""
+
+    def __init__(self, width: int, n_heads: int, n_classes: int, dropout: float, cls_dropout: float):
+        super().__init__()
+        self.query_proj = nn.Linear(width, width)
+        self.cross = nn.MultiheadAttention(width, n_heads, dropout=dropout, batch_first=True)
+        self.dropout = nn.Dropout(cls_dropout)
+        self.out = nn.Linear(3 * width, n_classes)
+
+    def forward(
+        self,
+        words: torch.Tensor,
+        queries: torch.Tensor,
+        word_mask: torch.Tensor,
+        left_logits: torch.Tensor,
+        right_logits: torch.Tensor,
+    ) -> torch.Tensor:
+        q = self.query_proj(F.relu(queries))
+        attended, _ = self.cross(q, words, words, key_padding_mask=~word_mask, need_weights=False)
+        q = q + attended
+        left = torch.sigmoid(left_logits) @ words
+        right = torch.sigmoid(right_logits) @ words
+        return self.out(F.relu(self.dropout(torch.cat([q, left, right], dim=-1))))
+
+
+class PIQNHead(nn.Module):
+    """BiLSTM → L one-way query layers → (pointer, classifier) per layer.
+
+    forward takes one (n_i, n_in) tensor per window and returns logits stacked over the layers
+    that ran: left/right (L', B, M, n) and class (L', B, M, C). Training asks for every layer
+    (PIQN's auxiliary losses); prediction runs the heads on the last layer only.
+    """
+
+    def __init__(
+        self,
+        n_in: int,
+        n_classes: int,
+        *,
+        width: int = 256,
+        n_queries: int = 60,
+        n_layers: int = 3,
+        n_heads: int = 8,
+        lstm_layers: int = 1,
+        dropout: float = 0.1,
+        lstm_dropout: float = 0.5,
+        cls_dropout: float = 0.5,
+        query_interaction: bool = True,
+        common_embedding: bool = True,
+        query_in: int = 0,
+    ):
+        super().__init__()
+        if width % 2:
+            raise ValueError(f"hidden width must be even for the BiLSTM, got {width}")
+        if n_layers < 1:
+            raise ValueError("PIQN needs at least one word-level layer (n_layers >= 1)")
+        self.n_queries = n_queries
+        if lstm_layers > 0:
+            self.lstm: Optional[nn.LSTM] = nn.LSTM(
+                n_in,
+                width // 2,
+                num_layers=lstm_layers,
+                bidirectional=True,
+                batch_first=True,
+                dropout=lstm_dropout if lstm_layers > 1 else 0.0,
+            )
+            self.proj: Optional[nn.Linear] = None
+        else:
+            self.lstm = None
+            self.proj = nn.Linear(n_in, width)
+        self.queries = QueryEmbeddings(n_queries, width, dropout, common_embedding)
+        # Query states handed over by a query-carrying encoder replace the learned content.
+        self.query_in = nn.Linear(query_in, width) if query_in else None
+        self.layers = nn.ModuleList(
+            OneWayLayer(width, n_heads, dropout, query_interaction) for _ in range(n_layers)
+        )
+        self.left = EntityPointer(width)
+        self.right = EntityPointer(width)
+        self.classifier = EntityClassifier(width, n_heads, n_classes, dropout, cls_dropout)
+        for module in self.modules():
+            if not isinstance(module, (nn.LSTM, nn.MultiheadAttention)):
+                init_weights(module)
+
+    def encode_words(self, windows: List[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Pad the windows and run the BiLSTM (packed, so padding never leaks in)."""
+        lengths = torch.tensor([len(w) for w in windows])
+        padded = pad_sequence(windows, batch_first=True)
+        mask = torch.arange(padded.shape[1])[None, :] < lengths[:, None]
+        if self.lstm is not None:
+            packed = pack_padded_sequence(padded, lengths, batch_first=True, enforce_sorted=False)
+            out, _ = self.lstm(packed)
+            words, _ = pad_packed_sequence(out, batch_first=True, total_length=padded.shape[1])
+        else:
+            words = self.proj(padded)
+        return words, mask.to(words.device)
+
+    def forward(
+        self,
+        windows: List[torch.Tensor],
+        queries: Optional[List[torch.Tensor]] = None,
+        all_layers: bool = False,
+    ) -> HeadOutput:
+        words, mask = self.encode_words(windows)
+        content, position = self.queries()
+        if queries is not None and self.query_in is not None:
+            state = self.query_in(torch.stack(queries))
+        else:
+            state = content.unsqueeze(0).expand(words.shape[0], -1, -1)
+        lefts, rights, classes = [], [], []
+        for i, layer in enumerate(self.layers):
+            words, state = layer(words, state, position, mask)
+            if all_layers or i == len(self.layers) - 1:
+                left = self.left(words, state, mask)
+                right = self.right(words, state, mask)
+                lefts.append(left)
+                rights.append(right)
+                classes.append(self.classifier(words, state, mask, left, right))
+        return torch.stack(lefts), torch.stack(rights), torch.stack(classes)

@@ -1,0 +1,235 @@
+"""The query-carrying transformer encoder: PIQN's instance queries ride through a pretrained
+BERT / RoBERTa / ELECTRA next to the words (piqn-spec §2.1–§2.4).
+
+Every layer sees [words ; queries] with one-way self-attention: words never attend to queries,
+so the word stream is exactly the plain model's, and queries attend to the words and
+(optionally) to each other. Queries share every pretrained weight with the words. Because the
+words→queries block is always masked, it is never computed: the word rows are an ordinary
+T×T attention and the query rows an M×(T+M) one (§11.5).
+"""
+from contextlib import nullcontext
+from typing import Sequence, Tuple, Union
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call
+
+SUPPORTED_MODELS = ("BertModel", "RobertaModel", "ElectraModel")
+
+
+class QueryEncoder(nn.Module):
+    """A pretrained transformer that also encodes M learnable instance queries.
+
+    hf_model: a loaded ``BertModel``, ``RobertaModel`` or ``ElectraModel`` (the base model,
+        not a task head such as ``BertForMaskedLM``). Its weights are used as they are and are
+        registered here as ``self.transformer``.
+    n_queries: M, the number of instance queries.
+    query_interaction: queries attend to each other as well as to the words. False gives the
+        "w/o query interaction" setting of the MSRA/CoNLL03/OntoNotes configs.
+    common_embedding: add one learned vector shared by all queries (the paper's query type
+        embedding U^q) to the query content embeddings.
+    query_dropout: dropout after the LayerNorm of the query content and position embeddings.
+
+    ``freeze_transformer`` (attribute, default False): the pretrained weights get no gradient.
+    The word stream then runs under ``torch.no_grad()`` since it cannot depend on anything
+    trainable, and the query stream uses detached copies of the pretrained weights, so
+    gradients still reach the query embeddings through the frozen layers (§11.6). Dropout
+    inside the transformer still follows ``train()`` / ``eval()``.
+    """
+
+    def __init__(
+        self,
+        hf_model: nn.Module,
+        n_queries: int,
+        query_interaction: bool = True,
+        common_embedding: bool = True,
+        query_dropout: float = 0.1,
+    ):
+        super().__init__()
+        _check_model(hf_model)
+        if n_queries < 1:
+            raise ValueError(f"QueryEncoder needs at least one query, got n_queries={n_queries}")
+        config = hf_model.config
+        width = config.hidden_size
+        reference = next(hf_model.parameters())
+        factory = {"device": reference.device, "dtype": reference.dtype}
+        self.transformer = hf_model
+        self.n_queries = n_queries
+        self.query_interaction = query_interaction
+        self.freeze_transformer = False
+        self.query_content = nn.Parameter(torch.empty(n_queries, width, **factory))
+        if common_embedding:
+            self.query_type = nn.Parameter(torch.empty(width, **factory))
+        else:
+            self.register_parameter("query_type", None)
+        self.query_position = nn.Parameter(torch.empty(n_queries, width, **factory))
+        self.content_norm = nn.LayerNorm(width, eps=config.layer_norm_eps, **factory)
+        self.position_norm = nn.LayerNorm(width, eps=config.layer_norm_eps, **factory)
+        self.query_dropout = nn.Dropout(query_dropout)
+        for param in (self.query_content, self.query_type, self.query_position):
+            if param is not None:
+                nn.init.normal_(param, mean=0.0, std=0.02)
+
+    @property
+    def width(self) -> int:
+        return self.transformer.config.hidden_size
+
+    @property
+    def max_length(self) -> int:
+        """The longest subword sequence (special tokens included) the model has positions for.
+        RoBERTa's positions start after its padding index, so it takes 2 fewer (512, not 514)."""
+        config = self.transformer.config
+        from transformers import RobertaModel
+
+        if isinstance(self.transformer, RobertaModel):
+            return config.max_position_embeddings - config.pad_token_id - 1
+        return config.max_position_embeddings
+
+    @property
+    def uses_segment_ids(self) -> bool:
+        """Whether the model has a second token type, so window words can get type 1."""
+        return self.transformer.config.type_vocab_size > 1
+
+    def query_inputs(self, batch_size: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(content e0, position p), each (batch_size, M, h). Dropout is drawn per window."""
+        content = self.query_content
+        if self.query_type is not None:
+            content = content + self.query_type
+        content = self.content_norm(content).expand(batch_size, -1, -1)
+        position = self.position_norm(self.query_position).expand(batch_size, -1, -1)
+        return self.query_dropout(content), self.query_dropout(position)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: Union[torch.Tensor, None] = None,
+        *,
+        word_index: torch.Tensor,
+        n_words: Union[torch.Tensor, Sequence[int]],
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Encode B windows; returns (words (B, n, h), queries (B, M, h)).
+
+        input_ids, attention_mask, token_type_ids: (B, T) as from ``encode_windows``;
+            attention_mask marks real subwords (context included).
+        word_index, n_words: the pooling spec from ``encode_windows``: word_index[b, t] is the
+            window word that subword t belongs to, or -1; n_words[b] the window's word count.
+            Each word is the max over its subwords' last-layer states (zeros if it has none).
+        """
+        batch, length = input_ids.shape
+        if length > self.max_length:
+            raise ValueError(
+                f"Got {length} subwords per window but {type(self.transformer).__name__} has "
+                f"positions for {self.max_length}; encode with max_length <= {self.max_length}."
+            )
+        frozen = self.freeze_transformer
+        word_grad = torch.no_grad() if frozen else nullcontext()
+        # (B, 1, 1, T): True where a key is a real subword; broadcast over heads and rows.
+        key_mask = attention_mask.bool()[:, None, None, :]
+        with word_grad:
+            words = self.transformer.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
+            if hasattr(self.transformer, "embeddings_project"):  # ELECTRA, embedding_size != h
+                words = self.transformer.embeddings_project(words)
+        queries, position = self.query_inputs(batch)
+        query_mask = key_mask
+        if self.query_interaction:
+            query_keys = key_mask.new_ones((batch, 1, 1, self.n_queries))
+            query_mask = torch.cat([key_mask, query_keys], dim=-1)
+        for layer in self.transformer.encoder.layer:
+            words, queries = self._layer(layer, words, queries, position, key_mask, query_mask, frozen)
+        if isinstance(n_words, torch.Tensor):
+            n = int(n_words.max()) if n_words.numel() else 0
+        else:
+            n = max(n_words, default=0)
+        return max_pool_words(words, word_index, n), queries
+
+    def _layer(self, layer, words, queries, position, key_mask, query_mask, frozen):
+        attention = layer.attention.self
+        heads, head_size = attention.num_attention_heads, attention.attention_head_size
+        dropout = attention.dropout.p if attention.training else 0.0
+        scale = head_size**-0.5
+
+        def split(x):
+            return x.view(x.shape[0], x.shape[1], heads, head_size).transpose(1, 2)
+
+        def merge(x):
+            return x.transpose(1, 2).reshape(x.shape[0], x.shape[2], heads * head_size)
+
+        with torch.no_grad() if frozen else nullcontext():
+            key_w, value_w = split(attention.key(words)), split(attention.value(words))
+            context = F.scaled_dot_product_attention(
+                split(attention.query(words)), key_w, value_w,
+                attn_mask=key_mask, dropout_p=dropout, scale=scale,
+            )
+            hidden = layer.attention.output(merge(context), words)
+            words = layer.output(layer.intermediate(hidden), hidden)
+
+        run = _call_detached if frozen else _call
+        # Query positions steer where a query looks (Q, K) but are not part of what it carries (V).
+        positioned = (queries + position) / 2
+        query_q = split(run(attention.query, positioned))
+        keys, values = key_w, value_w
+        if self.query_interaction:
+            keys = torch.cat([key_w, split(run(attention.key, positioned))], dim=2)
+            values = torch.cat([value_w, split(run(attention.value, queries))], dim=2)
+        context = F.scaled_dot_product_attention(
+            query_q, keys, values, attn_mask=query_mask, dropout_p=dropout, scale=scale
+        )
+        hidden = run(layer.attention.output, merge(context), queries)
+        queries = run(layer.output, run(layer.intermediate, hidden), hidden)
+        return words, queries
+
+
+def max_pool_words(hidden: torch.Tensor, word_index: torch.Tensor, n_words: int) -> torch.Tensor:
+    """Max over each word's subwords: (B, T, h) → (B, n, h); words without subwords get zeros.
+
+    One ``scatter_reduce("amax")`` over a flat index (window b, word j → b·n + j; every other
+    subword → a spill row that is dropped), so no (B, n, T, h) tensor is built.
+    """
+    batch, length, width = hidden.shape
+    slots = batch * n_words
+    offsets = torch.arange(batch, device=hidden.device)[:, None] * n_words
+    flat = torch.where(word_index >= 0, word_index + offsets, slots).reshape(-1)
+    # Start at the dtype's min (not -1e30, which overflows fp16) so any real value wins.
+    pooled = hidden.new_full((slots + 1, width), torch.finfo(hidden.dtype).min)
+    pooled = pooled.scatter_reduce(
+        0, flat[:, None].expand(-1, width), hidden.reshape(-1, width), "amax", include_self=True
+    )
+    has_subwords = torch.bincount(flat, minlength=slots + 1)[:slots, None] > 0
+    pooled = torch.where(has_subwords, pooled[:slots], pooled.new_zeros(()))
+    return pooled.view(batch, n_words, width)
+
+
+def _call(module: nn.Module, *args):
+    return module(*args)
+
+
+def _call_detached(module: nn.Module, *args):
+    """Run ``module`` with its parameters detached: gradients flow to the inputs only."""
+    params = {name: param.detach() for name, param in module.named_parameters()}
+    return functional_call(module, params, args)
+
+
+def _supported_classes() -> tuple:
+    from transformers import BertModel, ElectraModel, RobertaModel
+
+    return (BertModel, RobertaModel, ElectraModel)
+
+
+def _check_model(hf_model) -> None:
+    if not isinstance(hf_model, _supported_classes()):
+        raise ValueError(
+            f"QueryEncoder supports {', '.join(SUPPORTED_MODELS)} (the base model, e.g. "
+            f"AutoModel.from_pretrained(...)); got {type(hf_model).__name__}."
+        )
+    config = hf_model.config
+    if getattr(config, "is_decoder", False):
+        raise ValueError(f"QueryEncoder needs a bidirectional encoder; {type(hf_model).__name__} "
+                         "was configured with is_decoder=True.")
+    position_type = getattr(config, "position_embedding_type", "absolute")
+    if position_type != "absolute":
+        raise ValueError(
+            f"QueryEncoder supports absolute position embeddings only; the model's config has "
+            f"position_embedding_type={position_type!r}."
+        )

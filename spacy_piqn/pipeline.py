@@ -1,0 +1,423 @@
+"""The ``piqn`` component: PIQN entity queries → overlapping spans in ``doc.spans[spans_key]``.
+
+Kept light on purpose: spaCy imports every factory entry point on each ``spacy.blank``, so
+torch-only modules (the loss, the nn.Modules) are imported where they are used.
+"""
+import logging
+from itertools import islice
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+import srsly
+from spacy import util
+from spacy.language import Language
+from spacy.pipeline import TrainablePipe
+from spacy.tokens import Doc, Span, SpanGroup
+from spacy.training import Example, validate_examples, validate_get_examples
+from spacy.vocab import Vocab
+from thinc.api import Config, Model, Optimizer, set_dropout_rate
+
+from .decoding import DECODING_MODES, decode_queries, filter_candidates
+from .errors import Errors, Warnings
+from .layers.piqn_model import PIQNOutput
+from .windows import Window
+
+logger = logging.getLogger("spacy_piqn")
+
+DEFAULT_MODEL_CONFIG = """
+[model]
+@architectures = "spacy-piqn.PIQN.v1"
+hidden_width = 256
+n_queries = 60
+n_layers = 3
+n_heads = 8
+lstm_layers = 1
+dropout = 0.1
+query_interaction = true
+common_embedding = true
+mixed_precision = false
+
+[model.windows]
+@misc = "spacy-piqn.token_windows.v1"
+size = 128
+stride = 96
+use_sents = true
+
+[model.tok2vec]
+@architectures = "spacy.Tok2Vec.v2"
+
+[model.tok2vec.embed]
+@architectures = "spacy.MultiHashEmbed.v2"
+width = 96
+attrs = ["NORM", "PREFIX", "SUFFIX", "SHAPE"]
+rows = [5000, 1000, 2500, 2500]
+include_static_vectors = false
+
+[model.tok2vec.encode]
+@architectures = "spacy.MaxoutWindowEncoder.v2"
+width = 96
+depth = 4
+window_size = 1
+maxout_pieces = 3
+"""
+DEFAULT_MODEL = Config().from_str(DEFAULT_MODEL_CONFIG)["model"]
+
+
+@Language.factory(
+    "piqn",
+    assigns=["doc.spans"],
+    default_config={
+        "model": DEFAULT_MODEL,
+        "spans_key": "sc",
+        "n_slots": 30,
+        "match_class_weight": 2.0,
+        "match_boundary_weight": 2.0,
+        "loss_class_weight": 2.0,
+        "loss_boundary_weight": 2.0,
+        "class_threshold": 0.0,
+        "boundary_threshold": 0.0,
+        "decoding": "nested",
+        "set_ents": False,
+        "scorer": {"@scorers": "spacy-piqn.piqn_scorer.v1"},
+    },
+    default_score_weights={
+        "spans_sc_f": 1.0,
+        "spans_sc_p": 0.0,
+        "spans_sc_r": 0.0,
+        "spans_sc_loc_f": 0.0,
+        "spans_sc_cls_f": 0.0,
+    },
+)
+def make_piqn(
+    nlp: Language,
+    name: str,
+    model: Model[List[Doc], PIQNOutput],
+    spans_key: str,
+    n_slots: int,
+    match_class_weight: float,
+    match_boundary_weight: float,
+    loss_class_weight: float,
+    loss_boundary_weight: float,
+    class_threshold: float,
+    boundary_threshold: float,
+    decoding: str,
+    set_ents: bool,
+    scorer: Optional[Callable],
+) -> "PIQN":
+    """Create a PIQN entity recognizer.
+
+    model (Model[List[Doc], PIQNOutput]): a ``spacy-piqn.PIQN.v1`` model.
+    spans_key (str): where predictions go: ``doc.spans[spans_key]``; also where gold is read.
+    n_slots (int): Q, the slots shared among a window's gold entities in the one-to-many
+        assignment (each entity gets about Q/G queries; Q = G when G > Q).
+    match_class_weight / match_boundary_weight (float): weights of the type and boundary
+        probabilities in the assignment cost.
+    loss_class_weight / loss_boundary_weight (float): weights of the class CE and boundary BCE.
+    class_threshold (float): keep a query's entity only if its class probability is above this.
+    boundary_threshold (float): ... and both boundary probabilities are above this.
+    decoding (str): "nested" (drop spans crossing a better one, one label per span) or "flat"
+        (no overlaps).
+    set_ents (bool): also write a non-overlapping selection (best score first) to ``doc.ents``,
+        replacing what was there.
+    scorer (Optional[Callable]): defaults to ``spacy-piqn.piqn_scorer.v1``.
+    """
+    return PIQN(
+        nlp.vocab,
+        model,
+        name,
+        spans_key=spans_key,
+        n_slots=n_slots,
+        match_class_weight=match_class_weight,
+        match_boundary_weight=match_boundary_weight,
+        loss_class_weight=loss_class_weight,
+        loss_boundary_weight=loss_boundary_weight,
+        class_threshold=class_threshold,
+        boundary_threshold=boundary_threshold,
+        decoding=decoding,
+        set_ents=set_ents,
+        scorer=scorer,
+    )
+
+
+class PIQN(TrainablePipe):
+    """Nested and flat NER with Parallel Instance Queries (Shen et al., 2022).
+
+    Every window of a doc is read by M queries; each query predicts one entity (left and
+    right boundary, type or "None") and all of them come out in one pass. Predictions go to
+    ``doc.spans[spans_key]`` with ``attrs["scores"]`` (class probabilities) parallel to them.
+    """
+
+    def __init__(
+        self,
+        vocab: Vocab,
+        model: Model[List[Doc], PIQNOutput],
+        name: str = "piqn",
+        *,
+        spans_key: str = "sc",
+        n_slots: int = 30,
+        match_class_weight: float = 2.0,
+        match_boundary_weight: float = 2.0,
+        loss_class_weight: float = 2.0,
+        loss_boundary_weight: float = 2.0,
+        class_threshold: float = 0.0,
+        boundary_threshold: float = 0.0,
+        decoding: str = "nested",
+        set_ents: bool = False,
+        scorer: Optional[Callable] = None,
+    ) -> None:
+        if decoding not in DECODING_MODES:
+            raise ValueError(Errors.E004.format(modes=DECODING_MODES, value=decoding, name=name))
+        self.vocab = vocab
+        self.model = model
+        self.name = name
+        self.scorer = scorer
+        self.cfg: Dict[str, Any] = {
+            "labels": [],
+            "spans_key": spans_key,
+            "n_slots": n_slots,
+            "match_class_weight": match_class_weight,
+            "match_boundary_weight": match_boundary_weight,
+            "loss_class_weight": loss_class_weight,
+            "loss_boundary_weight": loss_boundary_weight,
+            "class_threshold": class_threshold,
+            "boundary_threshold": boundary_threshold,
+            "decoding": decoding,
+            "set_ents": set_ents,
+            "nI": None,
+        }
+
+    @property
+    def key(self) -> str:
+        return str(self.cfg["spans_key"])
+
+    @property
+    def labels(self) -> Tuple[str, ...]:
+        return tuple(self.cfg["labels"])
+
+    @property
+    def label_data(self) -> List[str]:
+        return list(self.labels)
+
+    @property
+    def _head(self) -> Model:
+        return self.model.get_ref("head")
+
+    def add_label(self, label: str) -> int:
+        """Add a label before initialization. RETURNS (int): 0 if it was known, else 1."""
+        if not isinstance(label, str):
+            raise ValueError(f"piqn labels must be strings, got {label!r}")
+        if label in self.labels:
+            return 0
+        if self._head.layers:
+            raise ValueError(Errors.E002.format(label=label, name=self.name))
+        self.cfg["labels"].append(label)
+        self.vocab.strings.add(label)
+        return 1
+
+    def initialize(
+        self,
+        get_examples: Callable[[], Iterable[Example]],
+        *,
+        nlp: Optional[Language] = None,
+        labels: Optional[Sequence[str]] = None,
+    ) -> None:
+        """Collect labels (unless given, e.g. by ``spacy init labels``), size the head and
+        initialize the model on a sample of the examples."""
+        validate_get_examples(get_examples, "PIQN.initialize")
+        if labels is None:
+            found = {span.label_ for eg in get_examples() for span in eg.reference.spans.get(self.key, [])}
+            labels = sorted(found)
+        for label in labels:
+            self.add_label(label)
+        if not self.labels:
+            raise ValueError(Errors.E003.format(name=self.name, key=self.key))
+        self._head.set_dim("nO", len(self.labels) + 1)
+        sample = [eg.predicted for eg in islice(get_examples(), 10)]
+        self.model.initialize(X=sample)
+        self.cfg["nI"] = self._head.get_dim("nI")
+
+    def predict(self, docs: Iterable[Doc]) -> PIQNOutput:
+        """Run the model (last layer's heads only); docs are not modified."""
+        return self.model.predict(list(docs))
+
+    def set_annotations(self, docs: Iterable[Doc], scores: PIQNOutput) -> None:
+        """Decode each window, merge a doc's windows and write ``doc.spans[spans_key]``."""
+        docs = list(docs)
+        candidates: List[List[Tuple[np.ndarray, ...]]] = [[] for _ in docs]
+        if scores.windows:
+            ops = self.model.ops
+            p_class = ops.to_numpy(ops.softmax(scores.classes[-1], axis=-1))
+            p_left = ops.to_numpy(ops.sigmoid(scores.left[-1]))
+            p_right = ops.to_numpy(ops.sigmoid(scores.right[-1]))
+            for b, window in enumerate(scores.windows):
+                n = window.end - window.start
+                starts, ends, types, probs = decode_queries(
+                    p_class[b],
+                    p_left[b, :, :n],
+                    p_right[b, :, :n],
+                    self.cfg["class_threshold"],
+                    self.cfg["boundary_threshold"],
+                )
+                candidates[window.doc].append((starts + window.start, ends + window.start, types, probs))
+        for doc, found in zip(docs, candidates):
+            self._write_spans(doc, found)
+
+    def _write_spans(self, doc: Doc, found: List[Tuple[np.ndarray, ...]]) -> None:
+        if found:
+            starts, ends, types, probs = (np.concatenate(parts) for parts in zip(*found))
+        else:
+            starts = ends = types = np.zeros((0,), dtype=np.int64)
+            probs = np.zeros((0,), dtype=np.float32)
+        keep = filter_candidates(starts, ends, probs, self.cfg["decoding"])
+        # Sorted by position, like the gold groups the converter writes.
+        keep = keep[np.lexsort((ends[keep], starts[keep]))] if len(keep) else keep
+        labels = self.labels
+        spans = [Span(doc, int(starts[i]), int(ends[i]), label=labels[types[i] - 1]) for i in keep]
+        group = SpanGroup(doc, name=self.key, spans=spans)
+        group.attrs["scores"] = probs[keep].astype(np.float32)
+        doc.spans[self.key] = group
+        if self.cfg["set_ents"]:
+            flat = filter_candidates(starts[keep], ends[keep], probs[keep], "flat")
+            doc.ents = sorted((spans[i] for i in flat), key=lambda s: s.start)
+
+    def update(
+        self,
+        examples: Iterable[Example],
+        *,
+        drop: float = 0.0,
+        sgd: Optional[Optimizer] = None,
+        losses: Optional[Dict[str, float]] = None,
+    ) -> Dict[str, float]:
+        """Learn from a batch: forward, assignment + loss (``get_loss``), backprop."""
+        if losses is None:
+            losses = {}
+        losses.setdefault(self.name, 0.0)
+        examples = list(examples)
+        validate_examples(examples, "PIQN.update")
+        if not any(len(eg.predicted) for eg in examples):
+            return losses
+        set_dropout_rate(self.model, drop)
+        scores, backprop_scores = self.model.begin_update([eg.predicted for eg in examples])
+        loss, d_scores = self.get_loss(examples, scores)
+        backprop_scores(d_scores)
+        if sgd is not None:
+            self.finish_update(sgd)
+        losses[self.name] += loss
+        return losses
+
+    def get_loss(self, examples: Iterable[Example], scores: PIQNOutput) -> Tuple[float, PIQNOutput]:
+        """Hungarian one-to-many assignment per window and layer, class CE + boundary BCE.
+        RETURNS the loss and its gradient with respect to the head's logits."""
+        from thinc.api import torch2xp, xp2torch
+
+        from .loss import LossWeights, piqn_loss
+
+        examples = list(examples)
+        gold = self._window_gold(examples, scores.windows)
+        if not scores.windows:
+            return 0.0, scores
+        leaves = [xp2torch(a, requires_grad=True) for a in (scores.left, scores.right, scores.classes)]
+        weights = LossWeights(
+            n_slots=self.cfg["n_slots"],
+            match_class_weight=self.cfg["match_class_weight"],
+            match_boundary_weight=self.cfg["match_boundary_weight"],
+            class_weight=self.cfg["loss_class_weight"],
+            boundary_weight=self.cfg["loss_boundary_weight"],
+        )
+        loss = piqn_loss(*leaves, scores.lengths, gold, weights)
+        loss.backward()
+        grads = [torch2xp(t.grad) for t in leaves]
+        return float(loss.detach()), PIQNOutput(scores.windows, *grads)
+
+    def _window_gold(self, examples: List[Example], windows: List[Window]) -> List[np.ndarray]:
+        """Gold (class id, left, right) per window, inclusive and window-relative. Nested gold is
+        read with overlap allowed; every gold span the windows cannot use is reported."""
+        label_ids = {label: i + 1 for i, label in enumerate(self.labels)}
+        n_queries = self._head.attrs["n_queries"]
+        per_doc: List[np.ndarray] = []
+        n_unaligned = 0
+        for i, eg in enumerate(examples):
+            reference = list(eg.reference.spans.get(self.key, []))
+            aligned = eg.get_aligned_spans_y2x(reference, allow_overlap=True)
+            n_unaligned += len(reference) - len(aligned)
+            rows = []
+            for span in aligned:
+                if span.label_ not in label_ids:
+                    raise ValueError(
+                        Errors.E001.format(
+                            span=span.text, start=span.start, end=span.end, example=i,
+                            label=span.label_, name=self.name, labels=list(self.labels),
+                        )
+                    )
+                rows.append((label_ids[span.label_], span.start, span.end))
+            per_doc.append(np.asarray(rows, dtype=np.int64).reshape(-1, 3))
+        if n_unaligned:
+            logger.warning(Warnings.W003.format(n=n_unaligned))
+        covered = [np.zeros(len(spans), dtype=bool) for spans in per_doc]
+        gold = []
+        for w in windows:
+            spans = per_doc[w.doc]
+            inside = (spans[:, 1] >= w.start) & (spans[:, 2] <= w.end)
+            covered[w.doc] |= inside
+            local = spans[inside] - np.array([0, w.start, w.start + 1])
+            if len(local) > n_queries:
+                logger.warning(
+                    Warnings.W001.format(
+                        n_gold=len(local), doc=w.doc, start=w.start, end=w.end,
+                        n_queries=n_queries, n_dropped=len(local) - n_queries,
+                    )
+                )
+            gold.append(local)
+        n_outside = sum(int((~c).sum()) for c in covered)
+        if n_outside:
+            logger.warning(Warnings.W002.format(n=n_outside))
+        return gold
+
+    def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "PIQN":
+        """Two-phase load: cfg and vocab, then the torch head sized from cfg, then its weights."""
+        self._validate_serialization_attrs()
+        data: Dict[str, bytes] = {}
+        deserialize = {
+            "cfg": lambda b: self.cfg.update(srsly.json_loads(b)),
+            "vocab": lambda b: self.vocab.from_bytes(b, exclude=exclude),
+            "model": lambda b: data.update(model=b),
+        }
+        util.from_bytes(bytes_data, deserialize, exclude)
+        if "model" in data:
+            self._load_weights(data["model"], "<bytes>")
+        return self
+
+    def from_disk(self, path: Path, *, exclude: Iterable[str] = tuple()) -> "PIQN":
+        """Two-phase load as in ``from_bytes``, with a clear error for a missing or bad file."""
+        self._validate_serialization_attrs()
+
+        def load_model(p: Path) -> None:
+            try:
+                data = Path(p).read_bytes()
+            except OSError as err:
+                raise ValueError(Errors.E005.format(name=self.name, path=p, reason=err)) from None
+            self._load_weights(data, p)
+
+        deserialize = {
+            "cfg": lambda p: self.cfg.update(srsly.read_json(p)),
+            "vocab": lambda p: self.vocab.from_disk(p, exclude=exclude),
+            "model": load_model,
+        }
+        util.from_disk(path, deserialize, exclude)
+        return self
+
+    def _load_weights(self, data: bytes, path: Any) -> None:
+        head = self._head
+        if not head.layers and self.cfg.get("nI") is not None:
+            if not head.has_dim("nI"):
+                head.set_dim("nI", self.cfg["nI"])
+            head.set_dim("nO", len(self.labels) + 1)
+            # The head alone: initializing the whole model could reach for a transformer's
+            # original weights directory.
+            head.initialize()
+        try:
+            self.model.from_bytes(data)
+        except Exception as err:  # msgpack, safetensors and shape errors all mean a bad file
+            reason = f"{type(err).__name__}: {err}"
+            raise ValueError(Errors.E005.format(name=self.name, path=path, reason=reason)) from None
