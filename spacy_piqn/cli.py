@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -42,13 +44,28 @@ def fail(message: str) -> typer.Exit:
 @app.callback()
 def main() -> None:
     """Tools for the PIQN nested-NER spaCy component."""
-    # Readers log skipped records and dropped duplicates on the "spacy_piqn" logger; show them on stderr.
+    # A callback keeps the app a command group, so `python -m spacy_piqn convert ...` keeps its subcommand
+    # even while `convert` is the only command.
+
+
+@contextmanager
+def log_to_stderr(level: int = logging.INFO) -> Iterator[None]:
+    """Show the "spacy_piqn" logger (skipped records, dropped duplicates) on stderr while a command runs.
+
+    The handler is removed afterwards so that library users and test runners keep their own logging setup.
+    """
     logger = logging.getLogger("spacy_piqn")
-    if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+    previous_level = logger.level
+    logger.addHandler(handler)
+    if logger.getEffectiveLevel() > level:
+        logger.setLevel(level)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous_level)
 
 
 def format_report(report: dict[str, Any]) -> str:
@@ -66,13 +83,13 @@ def convert_command(
     input_path: Annotated[Path, typer.Argument(help="JSONL or column (IOB/BIOES) file to convert.")],
     output_path: Annotated[Path, typer.Argument(help="Output .spacy file, or an existing directory.")],
     file_format: Annotated[
-        Optional[str], typer.Option("--format", "-f", help="jsonl or conll. Default: from the input's suffix.")
+        str | None, typer.Option("--format", "-f", help="jsonl or conll. Default: from the input's suffix.")
     ] = None,
     spans_key: Annotated[str, typer.Option("--spans-key", "-k", help="doc.spans key for the gold spans.")] = "sc",
     lang: Annotated[str, typer.Option("--lang", "-l", help="Language code for the vocab (spacy.blank).")] = "en",
     n_sents: Annotated[int, typer.Option("--n-sents", "-n", help="Sentences per output doc.")] = 1,
     tag_cols: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(
             "--tag-cols",
             help="conll: number of trailing tag columns, one per nesting level. "
@@ -83,7 +100,7 @@ def convert_command(
         bool, typer.Option("--skip-invalid", help="Skip and log invalid records instead of stopping.")
     ] = False,
     labels: Annotated[
-        Optional[str], typer.Option("--labels", help="Comma-separated allowed labels; any other label is an error.")
+        str | None, typer.Option("--labels", help="Comma-separated allowed labels; any other label is an error.")
     ] = None,
 ) -> None:
     """Convert a pre-tokenized nested-NER corpus to a .spacy DocBin with every entity in doc.spans."""
@@ -91,17 +108,18 @@ def convert_command(
 
     allowed = None if labels is None else [label.strip() for label in labels.split(",") if label.strip()]
     try:
-        report = convert(
-            input_path,
-            output_path,
-            file_format=file_format,
-            spans_key=spans_key,
-            lang=lang,
-            n_sents=n_sents,
-            tag_cols=tag_cols,
-            labels=allowed,
-            skip_invalid=skip_invalid,
-        )
+        with log_to_stderr():
+            report = convert(
+                input_path,
+                output_path,
+                file_format=file_format,
+                spans_key=spans_key,
+                lang=lang,
+                n_sents=n_sents,
+                tag_cols=tag_cols,
+                labels=allowed,
+                skip_invalid=skip_invalid,
+            )
     except (ConversionError, ValueError, OSError, RuntimeError) as error:
         raise fail(str(error)) from None
     typer.echo(format_report(report))

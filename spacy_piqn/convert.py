@@ -39,9 +39,10 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence, Union
+from typing import Any
 
 import spacy
 from spacy.language import Language
@@ -56,7 +57,7 @@ JSONL_SUFFIXES = (".jsonl",)
 COLUMN_SUFFIXES = (".iob", ".iob1", ".iob2", ".bio", ".bioes", ".bilou", ".conll", ".tsv", ".txt")
 FORMATS = ("jsonl", "conll")
 
-PathLike = Union[str, Path]
+PathLike = str | Path
 SpanTuple = tuple[int, int, str]
 
 
@@ -71,7 +72,7 @@ class ConversionError(ValueError):
 
 
 # A decoded line of a column file, or the decoding error that only its own sentence should pay for.
-_Line = tuple[int, Union[str, ConversionError]]
+_Line = tuple[int, str | ConversionError]
 
 
 class _Invalid(Exception):
@@ -102,7 +103,7 @@ class ReadStats:
 # Shared helpers
 
 
-def _vocab_of(nlp_or_vocab: Union[Language, Vocab]) -> Vocab:
+def _vocab_of(nlp_or_vocab: Language | Vocab) -> Vocab:
     if isinstance(nlp_or_vocab, Language):
         return nlp_or_vocab.vocab
     if isinstance(nlp_or_vocab, Vocab):
@@ -127,8 +128,7 @@ def _decode(raw: bytes, path: Path, line: int) -> str:
         raise ConversionError(
             path,
             line,
-            f"not valid UTF-8 (byte 0x{raw[error.start]:02x} at column {error.start + 1}); "
-            "re-save the file as UTF-8",
+            f"not valid UTF-8 (byte 0x{raw[error.start]:02x} at column {error.start + 1}); re-save the file as UTF-8",
         ) from None
     return text.removeprefix("\ufeff") if line == 1 else text
 
@@ -435,7 +435,7 @@ def _make_doc(group: list[Sentence], vocab: Vocab, spans_key: str) -> Doc:
 
 
 def sentences_to_docs(
-    sentences: Iterable[Sentence], nlp_or_vocab: Union[Language, Vocab], spans_key: str = "sc", n_sents: int = 1
+    sentences: Iterable[Sentence], nlp_or_vocab: Language | Vocab, spans_key: str = "sc", n_sents: int = 1
 ) -> Iterator[Doc]:
     """Build docs of up to ``n_sents`` consecutive sentences each, starting a new doc at every new document."""
     if n_sents < 1:
@@ -453,7 +453,7 @@ def sentences_to_docs(
 
 def jsonl_to_docs(
     path: PathLike,
-    nlp_or_vocab: Union[Language, Vocab],
+    nlp_or_vocab: Language | Vocab,
     spans_key: str = "sc",
     *,
     n_sents: int = 1,
@@ -468,7 +468,7 @@ def jsonl_to_docs(
 
 def conll_to_docs(
     path: PathLike,
-    nlp_or_vocab: Union[Language, Vocab],
+    nlp_or_vocab: Language | Vocab,
     spans_key: str = "sc",
     *,
     n_sents: int = 1,

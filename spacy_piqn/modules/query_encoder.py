@@ -7,6 +7,7 @@ so the word stream is exactly the plain model's, and queries attend to the words
 words→queries block is always masked, it is never computed: the word rows are an ordinary
 T×T attention and the query rows an M×(T+M) one (§11.5).
 """
+
 from contextlib import nullcontext
 from typing import Sequence, Tuple, Union
 
@@ -58,6 +59,11 @@ class QueryEncoder(nn.Module):
         self.n_queries = n_queries
         self.query_interaction = query_interaction
         self.freeze_transformer = False
+        from transformers import RobertaModel
+
+        self._max_length = config.max_position_embeddings
+        if isinstance(hf_model, RobertaModel):
+            self._max_length -= config.pad_token_id + 1
         self.query_content = nn.Parameter(torch.empty(n_queries, width, **factory))
         if common_embedding:
             self.query_type = nn.Parameter(torch.empty(width, **factory))
@@ -79,12 +85,7 @@ class QueryEncoder(nn.Module):
     def max_length(self) -> int:
         """The longest subword sequence (special tokens included) the model has positions for.
         RoBERTa's positions start after its padding index, so it takes 2 fewer (512, not 514)."""
-        config = self.transformer.config
-        from transformers import RobertaModel
-
-        if isinstance(self.transformer, RobertaModel):
-            return config.max_position_embeddings - config.pad_token_id - 1
-        return config.max_position_embeddings
+        return self._max_length
 
     @property
     def uses_segment_ids(self) -> bool:
@@ -124,10 +125,9 @@ class QueryEncoder(nn.Module):
                 f"positions for {self.max_length}; encode with max_length <= {self.max_length}."
             )
         frozen = self.freeze_transformer
-        word_grad = torch.no_grad() if frozen else nullcontext()
         # (B, 1, 1, T): True where a key is a real subword; broadcast over heads and rows.
         key_mask = attention_mask.bool()[:, None, None, :]
-        with word_grad:
+        with torch.no_grad() if frozen else nullcontext():
             words = self.transformer.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
             if hasattr(self.transformer, "embeddings_project"):  # ELECTRA, embedding_size != h
                 words = self.transformer.embeddings_project(words)
@@ -137,7 +137,9 @@ class QueryEncoder(nn.Module):
             query_keys = key_mask.new_ones((batch, 1, 1, self.n_queries))
             query_mask = torch.cat([key_mask, query_keys], dim=-1)
         for layer in self.transformer.encoder.layer:
-            words, queries = self._layer(layer, words, queries, position, key_mask, query_mask, frozen)
+            words, queries = self._layer(
+                layer, words, queries, position, key_mask, query_mask, frozen
+            )
         if isinstance(n_words, torch.Tensor):
             n = int(n_words.max()) if n_words.numel() else 0
         else:
@@ -159,8 +161,12 @@ class QueryEncoder(nn.Module):
         with torch.no_grad() if frozen else nullcontext():
             key_w, value_w = split(attention.key(words)), split(attention.value(words))
             context = F.scaled_dot_product_attention(
-                split(attention.query(words)), key_w, value_w,
-                attn_mask=key_mask, dropout_p=dropout, scale=scale,
+                split(attention.query(words)),
+                key_w,
+                value_w,
+                attn_mask=key_mask,
+                dropout_p=dropout,
+                scale=scale,
             )
             hidden = layer.attention.output(merge(context), words)
             words = layer.output(layer.intermediate(hidden), hidden)
@@ -187,7 +193,7 @@ def max_pool_words(hidden: torch.Tensor, word_index: torch.Tensor, n_words: int)
     One ``scatter_reduce("amax")`` over a flat index (window b, word j → b·n + j; every other
     subword → a spill row that is dropped), so no (B, n, T, h) tensor is built.
     """
-    batch, length, width = hidden.shape
+    batch, _, width = hidden.shape
     slots = batch * n_words
     offsets = torch.arange(batch, device=hidden.device)[:, None] * n_words
     flat = torch.where(word_index >= 0, word_index + offsets, slots).reshape(-1)
@@ -225,8 +231,10 @@ def _check_model(hf_model) -> None:
         )
     config = hf_model.config
     if getattr(config, "is_decoder", False):
-        raise ValueError(f"QueryEncoder needs a bidirectional encoder; {type(hf_model).__name__} "
-                         "was configured with is_decoder=True.")
+        raise ValueError(
+            f"QueryEncoder needs a bidirectional encoder; {type(hf_model).__name__} "
+            "was configured with is_decoder=True."
+        )
     position_type = getattr(config, "position_embedding_type", "absolute")
     if position_type != "absolute":
         raise ValueError(

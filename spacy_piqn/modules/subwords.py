@@ -6,6 +6,7 @@ pooled into word vectors, so context reaches the output through self-attention a
 (piqn-spec §1.4). Unlike the official code, which drops any document over 512 subwords
 (§11.3), context is trimmed to fit, outermost words first.
 """
+
 import json
 from dataclasses import dataclass
 from typing import List, Sequence, Tuple
@@ -73,7 +74,9 @@ def encode_windows(
     _check_tokenizer(tokenizer)
     budget = max_length - 2
     if budget < 1:
-        raise ValueError(f"max_length must be at least 3 (2 special tokens and 1 subword), got {max_length}")
+        raise ValueError(
+            f"max_length must be at least 3 (2 special tokens and 1 subword), got {max_length}"
+        )
     # Each side is cut to the ``max_length`` nearest words before tokenizing, so a whole-doc
     # context costs no more than this. Only words with zero subwords could have fit beyond it.
     lefts = [list(left)[-max_length:] for left, _, _ in windows]
@@ -83,7 +86,9 @@ def encode_windows(
     for i, words in enumerate(word_lists):
         for word in words:
             if not isinstance(word, str):
-                raise TypeError(f"window {i}: words must be str, got {type(word).__name__}: {word!r}")
+                raise TypeError(
+                    f"window {i}: words must be str, got {type(word).__name__}: {word!r}"
+                )
     encoded = tokenizer(
         word_lists, is_split_into_words=True, add_special_tokens=False, verbose=False
     )
@@ -133,8 +138,10 @@ def _check_tokenizer(tokenizer) -> None:
         )
     for name in ("cls_token_id", "sep_token_id", "pad_token_id"):
         if getattr(tokenizer, name, None) is None:
-            raise ValueError(f"{type(tokenizer).__name__} has no {name[:-3]}; spacy-piqn needs "
-                             "[CLS]/[SEP]/[PAD]-style special tokens (<s>, </s>, <pad> for RoBERTa).")
+            raise ValueError(
+                f"{type(tokenizer).__name__} has no {name[:-3]}; spacy-piqn needs "
+                "[CLS]/[SEP]/[PAD]-style special tokens (<s>, </s>, <pad> for RoBERTa)."
+            )
     if _byte_level_without_prefix_space(tokenizer):
         # Byte-level BPE folds the space before a word into its first subword ("Ġword").
         # Pre-tokenized words carry no spaces, so without a prefix space every word would be

@@ -1,0 +1,39 @@
+"""Corpus reader that trains and evaluates on the gold tokens.
+
+spaCy's ``spacy.Corpus.v1`` re-tokenizes the reference text with the pipeline's tokenizer, so
+gold spans whose boundaries fall inside a spaCy token (``NF-kappa``) are lost, and its
+``gold_preproc``/``max_length`` options drop ``doc.spans``. This reader keeps both.
+"""
+from pathlib import Path
+from typing import Callable, Iterator, Union
+
+from spacy.language import Language
+from spacy.tokens import Doc
+from spacy.training import Corpus, Example
+from spacy.util import registry
+
+
+@registry.readers("spacy-piqn.Corpus.v1")
+def create_gold_token_corpus(
+    path: Union[str, Path], gold_tokens: bool = True, limit: int = 0, shuffle: bool = False
+) -> Callable[[Language], Iterator[Example]]:
+    """Examples from a DocBin (file or directory).
+
+    path (Path): the ``.spacy`` file(s).
+    gold_tokens (bool): predicted docs use the reference's tokens (else the nlp tokenizer).
+    limit (int): read at most this many docs (0: all).
+    shuffle (bool): shuffle the docs each time the corpus is read (training).
+    """
+    corpus = Corpus(path, limit=limit, shuffle=shuffle, gold_preproc=False, max_length=0)
+
+    def read(nlp: Language) -> Iterator[Example]:
+        for eg in corpus(nlp):
+            if gold_tokens:
+                ref = eg.reference
+                words = [t.text for t in ref]
+                spaces = [bool(t.whitespace_) for t in ref]
+                yield Example(Doc(nlp.vocab, words=words, spaces=spaces), ref)
+            else:
+                yield eg
+
+    return read
