@@ -19,6 +19,7 @@ def build_piqn_model(
     n_queries: int = 60,
     n_layers: int = 3,
     n_heads: int = 8,
+    pointer_width: int = 0,
     lstm_layers: int = 1,
     dropout: float = 0.1,
     query_interaction: bool = True,
@@ -36,6 +37,8 @@ def build_piqn_model(
     n_queries (int): M, the instance queries per window: the most entities one window can hold.
     n_layers (int): L, the word-level one-way transformer layers (each trains its own heads).
     n_heads (int): attention heads of the word-level layers and the classifier.
+    pointer_width (int): width of the entity pointer's word-query fusion (0: hidden_width, as in
+        PIQN). Its (windows × queries × words × width) tensor dominates the head's cost.
     lstm_layers (int): BiLSTM layers over the words (0: a linear projection instead).
     dropout (float): dropout inside the head (spaCy's [training] dropout does not reach torch).
     query_interaction (bool): whether queries attend to each other.
@@ -47,6 +50,7 @@ def build_piqn_model(
         n_queries=n_queries,
         n_layers=n_layers,
         n_heads=n_heads,
+        pointer_width=pointer_width,
         lstm_layers=lstm_layers,
         dropout=dropout,
         query_interaction=query_interaction,

@@ -126,11 +126,13 @@ class EntityPointer(nn.Module):
     """Boundary logits of every query's entity over the words: additive fusion, ReLU, score.
     Sigmoid per word (not a softmax over words), as in PIQN."""
 
-    def __init__(self, width: int):
+    def __init__(self, width: int, fusion_width: int):
         super().__init__()
-        self.word_proj = nn.Linear(width, width)
-        self.query_proj = nn.Linear(width, width)
-        self.score = nn.Linear(width, 1)
+        # PIQN fuses at the full hidden width; the (B, M, n, fusion_width) tensor is the head's
+        # largest cost, so the fusion width is configurable.
+        self.word_proj = nn.Linear(width, fusion_width)
+        self.query_proj = nn.Linear(width, fusion_width)
+        self.score = nn.Linear(fusion_width, 1)
 
     def forward(self, words: torch.Tensor, queries: torch.Tensor, word_mask: torch.Tensor) -> torch.Tensor:
         fused = F.relu(self.word_proj(words)[:, None, :, :] + self.query_proj(queries)[:, :, None, :])
@@ -189,6 +191,7 @@ class PIQNHead(nn.Module):
         query_interaction: bool = True,
         common_embedding: bool = True,
         query_in: int = 0,
+        pointer_width: int = 0,
     ):
         super().__init__()
         if width % 2:
@@ -215,8 +218,8 @@ class PIQNHead(nn.Module):
         self.layers = nn.ModuleList(
             OneWayLayer(width, n_heads, dropout, query_interaction) for _ in range(n_layers)
         )
-        self.left = EntityPointer(width)
-        self.right = EntityPointer(width)
+        self.left = EntityPointer(width, pointer_width or width)
+        self.right = EntityPointer(width, pointer_width or width)
         self.classifier = EntityClassifier(width, n_heads, n_classes, dropout, cls_dropout)
         for module in self.modules():
             if not isinstance(module, (nn.LSTM, nn.MultiheadAttention)):
