@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import logging
 import sys
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from spacy.language import Language
+    from spacy.training import Example
 
 app = typer.Typer(
     name="spacy_piqn",
@@ -22,6 +27,22 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+)
+
+# displaCy colours unknown span labels grey; these give each label of a page its own colour.
+SPAN_COLORS = (
+    "#7aecec",
+    "#feca74",
+    "#aa9cfc",
+    "#bfeeb7",
+    "#ff9561",
+    "#c887fb",
+    "#9cc9cc",
+    "#e4e7d2",
+    "#ffeb80",
+    "#f0b7cd",
+    "#a8d8ff",
+    "#d0c0a0",
 )
 
 REPORT_ROWS = (
@@ -123,3 +144,108 @@ def convert_command(
     except (ConversionError, ValueError, OSError, RuntimeError) as error:
         raise fail(str(error)) from None
     typer.echo(format_report(report))
+
+
+def load_pipeline(model: str, gpu_id: int) -> Language:
+    """Load a trained pipeline (directory or installed package) on CPU, or on GPU ``gpu_id`` if it is >= 0."""
+    import spacy
+
+    if gpu_id >= 0:
+        spacy.require_gpu(gpu_id)
+    try:
+        return spacy.load(model)
+    except OSError as error:
+        raise fail(f"cannot load the pipeline {model!r}: {error}") from None
+
+
+def gold_token_examples(nlp: Language, data_path: Path, limit: int = 0) -> list[Example]:
+    """Examples from a DocBin whose predicted docs have exactly the gold tokens.
+
+    ``spacy evaluate`` re-tokenizes the reference text with the pipeline's tokenizer, so a model trained on gold
+    tokens (``spacy-piqn.Corpus.v1``) would be scored on other tokens than it was trained and validated on. These
+    are the examples ``spacy train`` scores on, so the numbers agree with the training log.
+    """
+    from .corpus import create_gold_token_corpus
+
+    if not data_path.exists():
+        raise fail(f"data not found: {data_path}")
+    return list(create_gold_token_corpus(data_path, gold_tokens=True, limit=limit)(nlp))
+
+
+@app.command("evaluate")
+def evaluate_command(
+    model: Annotated[str, typer.Argument(help="Pipeline directory or installed package name.")],
+    data_path: Annotated[Path, typer.Argument(help="A .spacy DocBin (or a directory of them) with gold spans.")],
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write all scores to this JSON file.")] = None,
+    gpu_id: Annotated[int, typer.Option("--gpu-id", "-g", help="GPU id, or -1 for CPU.")] = -1,
+) -> None:
+    """Score a pipeline on gold-tokenized docs: strict, localization and classification P/R/F.
+
+    Like ``spacy evaluate``, but the predicted docs keep the gold tokens (see `gold_token_examples`), and the JSON
+    holds every score ``nlp.evaluate`` returns (``spans_<key>_loc_f``, ``spans_<key>_cls_f``, per-type scores).
+    """
+    import srsly
+
+    nlp = load_pipeline(model, gpu_id)
+    examples = gold_token_examples(nlp, data_path)
+    if not examples:
+        raise fail(f"no docs with tokens in {data_path}")
+    scores = nlp.evaluate(examples)
+    # token_* are the tokenizer's scores, meaningless on gold tokens.
+    rows = [
+        (key, value)
+        for key, value in scores.items()
+        if not key.startswith("token_") and (isinstance(value, float | int) or value is None)
+    ]
+    width = max(len(key) for key, _ in rows)
+    typer.echo(f"Evaluated {model} on {len(examples)} docs from {data_path}")
+    for key, value in rows:
+        shown = "-" if value is None else (f"{value:.0f}" if key == "speed" else f"{value * 100:.2f}")
+        typer.echo(f"  {key:<{width}}  {shown:>8}")
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        srsly.write_json(output, scores)
+        typer.echo(f"Saved scores to {output}")
+
+
+@app.command("visualize")
+def visualize_command(
+    model: Annotated[str, typer.Argument(help="Pipeline directory or installed package name.")],
+    data_path: Annotated[Path, typer.Argument(help="A .spacy DocBin (or a directory of them) to predict on.")],
+    output: Annotated[Path, typer.Argument(help="HTML file to write.")],
+    spans_key: Annotated[str, typer.Option("--spans-key", "-k", help="doc.spans key to render.")] = "sc",
+    limit: Annotated[int, typer.Option("--limit", "-n", help="Render the first N docs (0: all).")] = 25,
+    gold: Annotated[
+        bool, typer.Option("--gold/--no-gold", help="Also render each doc's gold spans under its prediction.")
+    ] = False,
+    gpu_id: Annotated[int, typer.Option("--gpu-id", "-g", help="GPU id, or -1 for CPU.")] = -1,
+) -> None:
+    """Render predicted nested spans with displaCy's span style to a standalone HTML page.
+
+    The docs are predicted on their gold tokens. Overlapping spans are stacked, one line per nesting level.
+    """
+    from spacy import displacy
+
+    if limit < 0:
+        raise fail(f"--limit must be 0 (all) or positive, got {limit}")
+    nlp = load_pipeline(model, gpu_id)
+    examples = gold_token_examples(nlp, data_path, limit=limit)
+    predicted = list(nlp.pipe(eg.predicted for eg in examples))
+    docs = []
+    for i, (doc, eg) in enumerate(zip(predicted, examples)):
+        doc.user_data["title"] = f"doc {i}: predicted ({len(doc.spans.get(spans_key, []))} spans)"
+        docs.append(doc)
+        if gold:
+            reference = eg.reference
+            reference.user_data["title"] = f"doc {i}: gold ({len(reference.spans.get(spans_key, []))} spans)"
+            docs.append(reference)
+    labels = sorted({span.label_ for doc in docs for span in doc.spans.get(spans_key, [])})
+    colors = {label: SPAN_COLORS[i % len(SPAN_COLORS)] for i, label in enumerate(labels)}
+    with warnings.catch_warnings():
+        # W117 (a doc without spans) is expected for sentences without entities.
+        warnings.filterwarnings("ignore", message=r"\[W117\]")
+        html = displacy.render(docs, style="span", options={"spans_key": spans_key, "colors": colors}, page=True)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(html, encoding="utf-8")
+    n_spans = sum(len(doc.spans.get(spans_key, [])) for doc in predicted)
+    typer.echo(f"Rendered {len(predicted)} docs ({n_spans} predicted spans under {spans_key!r}) to {output}")

@@ -32,6 +32,7 @@ hidden_width = 256
 n_queries = 60
 n_layers = 3
 n_heads = 8
+pointer_width = 64
 lstm_layers = 1
 dropout = 0.1
 query_interaction = true
@@ -327,7 +328,8 @@ class PIQN(TrainablePipe):
         )
         loss = piqn_loss(*leaves, scores.lengths, gold, weights)
         loss.backward()
-        grads = [torch2xp(t.grad) for t in leaves]
+        # Entity-free batches leave the pointer logits without a gradient.
+        grads = [torch2xp(t.grad) if t.grad is not None else self.model.ops.alloc(t.shape) for t in leaves]
         return float(loss.detach()), PIQNOutput(scores.windows, *grads)
 
     def _window_gold(self, examples: List[Example], windows: List[Window]) -> List[np.ndarray]:

@@ -1,0 +1,78 @@
+"""Shared fixtures: tiny nested-entity examples and a tiny, fast piqn configuration."""
+import os
+
+# One torch thread per process: the tests' tiny models gain nothing from more, and test
+# subprocesses (spacy train, spacy project) would otherwise oversubscribe a 2-core machine.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+from pathlib import Path
+from typing import List, Sequence, Tuple
+
+import pytest
+import spacy
+from spacy.language import Language
+from spacy.tokens import Doc, Span
+from spacy.training import Example
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+# Small enough to overfit in a few seconds on 2 CPU cores.
+TINY_PIQN = {
+    "model": {"hidden_width": 32, "n_queries": 8, "n_layers": 2, "n_heads": 4, "pointer_width": 16, "dropout": 0.0},
+    "n_slots": 4,
+}
+
+NESTED_DATA: List[Tuple[str, List[Tuple[int, int, str]]]] = [
+    (
+        "The IL-2 gene promoter binds NF-kappa B in human T cells .",
+        [(1, 2, "protein"), (1, 3, "DNA"), (1, 4, "DNA"), (5, 7, "protein"), (8, 11, "cell_type")],
+    ),
+    ("Jurkat cells express IL-4 .", [(0, 2, "cell_line"), (3, 4, "protein")]),
+    ("No entities here .", []),
+    ("IL-4 mRNA was found in T cells .", [(0, 1, "protein"), (0, 2, "RNA"), (5, 7, "cell_type")]),
+]
+
+
+def make_examples(nlp: Language, data: Sequence[Tuple[str, List[Tuple[int, int, str]]]], key: str = "sc") -> List[Example]:
+    """Examples on gold tokens (whitespace-split text) with nested spans under ``key``."""
+    examples = []
+    for text, spans in data:
+        words = text.split()
+        ref = Doc(nlp.vocab, words=words)
+        ref.spans[key] = [Span(ref, s, e, label=label) for s, e, label in spans]
+        examples.append(Example(Doc(nlp.vocab, words=words), ref))
+    return examples
+
+
+def spans_of(doc: Doc, key: str = "sc") -> List[Tuple[int, int, str]]:
+    return [(s.start, s.end, s.label_) for s in doc.spans[key]]
+
+
+@pytest.fixture
+def nested_examples():
+    nlp = spacy.blank("en")
+    return nlp, make_examples(nlp, NESTED_DATA)
+
+
+def train_tiny(steps: int = 500, config=None, data=NESTED_DATA, seed: int = 0, learn_rate: float = 0.005):
+    """A tiny piqn pipeline overfit on ``data``: trains until it reproduces the gold exactly
+    (checked every 25 steps) or ``steps`` run out. A high learning rate gets there in seconds."""
+    from thinc.api import fix_random_seed
+
+    fix_random_seed(seed)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("piqn", config=config or TINY_PIQN)
+    examples = make_examples(nlp, data)
+    optimizer = nlp.initialize(lambda: examples)
+    optimizer.learn_rate = learn_rate
+    for step in range(1, steps + 1):
+        nlp.update(examples, sgd=optimizer)
+        if step % 25 == 0 and nlp.evaluate(examples)["spans_sc_f"] == 1.0:
+            break
+    return nlp, examples
+
+
+@pytest.fixture(scope="session")
+def trained_tiny():
+    """One overfit pipeline shared by the tests that only read from it."""
+    return train_tiny()

@@ -1,0 +1,161 @@
+"""A trained piqn pipeline survives `spacy package`: it declares spacy-piqn, installs, loads and predicts the same.
+
+The package is installed into a fresh virtual environment that sees the system site-packages (so torch and the
+editable spacy-piqn are not installed again) with --no-deps --no-index, and loaded by name in a fresh interpreter
+with the Hugging Face hub offline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import venv
+from pathlib import Path
+
+import numpy as np
+import pytest
+import spacy
+import srsly
+import torch
+from spacy.tokens import Doc, Span
+from spacy.training import Example
+from thinc.api import fix_random_seed
+
+NAME = "piqn_pkgtest"
+VERSION = "0.0.1"
+PACKAGE = f"en_{NAME}"
+TINY = {
+    "model": {"hidden_width": 32, "n_queries": 8, "n_layers": 1, "n_heads": 2, "pointer_width": 16},
+    "n_slots": 4,
+}
+TRAIN = [
+    (
+        "The IL-2 gene promoter binds NF-kappa B in human T cells .",
+        [(1, 2, "protein"), (1, 3, "DNA"), (5, 7, "protein")],
+    ),
+    ("Jurkat cells express IL-4 .", [(0, 2, "cell_line"), (3, 4, "protein")]),
+    ("IL-4 mRNA was found in T cells .", [(0, 1, "protein"), (0, 2, "RNA"), (5, 7, "cell_type")]),
+]
+# The training sentences and an unseen one.
+TEXTS = [text for text, _ in TRAIN] + ["Human T cells express the IL-2 gene ."]
+
+# Runs in the installed package's environment: loads it by name and prints spans and scores as JSON.
+PREDICT = """
+import importlib.metadata, json, sys
+import spacy
+from spacy.tokens import Doc
+nlp = spacy.load(sys.argv[1])
+module = __import__(sys.argv[1])
+out = {"module": module.__file__, "requires": importlib.metadata.requires(sys.argv[1]), "pipe_names": nlp.pipe_names}
+out["docs"] = []
+for text in json.loads(sys.argv[2]):
+    doc = nlp(Doc(nlp.vocab, words=text.split()))
+    group = doc.spans["sc"]
+    spans = [[s.start, s.end, s.label_] for s in group]
+    out["docs"].append({"spans": spans, "scores": [float(x) for x in group.attrs["scores"]]})
+print(json.dumps(out))
+"""
+
+
+def train_tiny_pipeline(max_steps: int = 300) -> spacy.language.Language:
+    """A tiny piqn pipeline, updated until it predicts most gold spans of its training data."""
+    fix_random_seed(0)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("piqn", config=TINY)
+    examples = []
+    for text, spans in TRAIN:
+        words = text.split()
+        reference = Doc(nlp.vocab, words=words)
+        reference.spans["sc"] = [Span(reference, start, end, label=label) for start, end, label in spans]
+        examples.append(Example(Doc(nlp.vocab, words=words), reference))
+    optimizer = nlp.initialize(lambda: examples)
+    optimizer.learn_rate = 0.005
+    for step in range(1, max_steps + 1):
+        nlp.update(examples, sgd=optimizer)
+        if step % 25 == 0 and (nlp.evaluate(examples)["spans_sc_f"] or 0.0) >= 0.8:
+            break
+    return nlp
+
+
+def predict(nlp: spacy.language.Language) -> list[dict]:
+    docs = [nlp(Doc(nlp.vocab, words=text.split())) for text in TEXTS]
+    return [
+        {
+            "spans": [[span.start, span.end, span.label_] for span in doc.spans["sc"]],
+            "scores": [float(score) for score in doc.spans["sc"].attrs["scores"]],
+        }
+        for doc in docs
+    ]
+
+
+def run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
+    result = subprocess.run(command, check=False, capture_output=True, text=True, **kwargs)
+    assert result.returncode == 0, f"{command}\nstdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-3000:]}"
+    return result
+
+
+@pytest.fixture(scope="module")
+def packaged(tmp_path_factory):
+    """(in-process predictions, package dir, sdist) for a trained tiny pipeline packaged with `spacy package`."""
+    tmp = tmp_path_factory.mktemp("package")
+    threads = torch.get_num_threads()
+    # One intra-op thread: on a busy 2-core machine two threads made this 300-step loop take 10 minutes, not 10 s.
+    torch.set_num_threads(1)
+    try:
+        nlp = train_tiny_pipeline()
+        expected = predict(nlp)
+    finally:
+        torch.set_num_threads(threads)
+    assert any(doc["spans"] for doc in expected), "the tiny pipeline should predict something to compare"
+    nlp.meta.update({"name": NAME, "version": VERSION})
+    nlp.to_disk(tmp / "pipeline")
+    (tmp / "packages").mkdir()
+    run(
+        [sys.executable, "-m", "spacy", "package", str(tmp / "pipeline"), str(tmp / "packages")]
+        + ["--name", NAME, "--version", VERSION, "--build", "sdist", "--force"]
+    )
+    package_dir = tmp / "packages" / f"{PACKAGE}-{VERSION}"
+    sdist = package_dir / "dist" / f"{PACKAGE}-{VERSION}.tar.gz"
+    assert sdist.is_file()
+    return expected, package_dir, sdist
+
+
+def test_package_requires_spacy_piqn(packaged):
+    """spaCy adds the distribution of every registered function the pipeline uses, so spacy-piqn is required."""
+    _, package_dir, sdist = packaged
+    meta = srsly.read_json(package_dir / "meta.json")
+    assert "spacy-piqn>=0.1.0,<0.2.0" in meta["requirements"]
+    assert any(requirement.startswith("spacy>=") for requirement in meta["requirements"])
+    with tarfile.open(sdist) as archive:
+        names = archive.getnames()
+        requires_txt = next(name for name in names if name.endswith(".egg-info/requires.txt"))
+        requires = archive.extractfile(requires_txt).read().decode().split()
+    assert any(requirement.startswith("spacy-piqn") for requirement in requires), requires
+    assert any(name.endswith("/piqn/model") for name in names)
+
+
+def test_installed_package_loads_and_predicts_the_same(packaged, tmp_path):
+    expected, _, sdist = packaged
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
+    python = env_dir / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    run([str(python), "-m", "pip", "install", "--no-deps", "--no-index", "--no-build-isolation", "-q", str(sdist)])
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    result = run([str(python), "-c", PREDICT, PACKAGE, json.dumps(TEXTS)], env=env, cwd=tmp_path)
+    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    assert Path(loaded["module"]).resolve().is_relative_to(env_dir.resolve()), loaded["module"]
+    assert any(requirement.startswith("spacy-piqn") for requirement in loaded["requires"]), loaded["requires"]
+    assert loaded["pipe_names"] == ["piqn"]
+    for got, want in zip(loaded["docs"], expected, strict=True):
+        assert got["spans"] == want["spans"]
+        np.testing.assert_allclose(got["scores"], want["scores"], rtol=1e-5, atol=1e-6)
+
+    # The package is not importable outside its environment: the load above used the installed copy.
+    outside = subprocess.run(
+        [sys.executable, "-c", f"import {PACKAGE}"], check=False, capture_output=True, cwd=tmp_path
+    )
+    assert outside.returncode != 0

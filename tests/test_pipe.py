@@ -1,0 +1,215 @@
+"""Behaviour of the piqn component that users rely on."""
+import logging
+
+import numpy as np
+import pytest
+import spacy
+from spacy.tokens import Doc, Span
+from spacy.training import Example
+from spacy.util import load_model_from_path, make_tempdir
+from thinc.api import fix_random_seed
+
+from .conftest import NESTED_DATA, TINY_PIQN, make_examples, spans_of, train_tiny
+
+
+def predict(nlp, text):
+    return nlp(Doc(nlp.vocab, words=text.split()))
+
+
+def test_add_pipe_without_config_works_offline():
+    nlp = spacy.blank("en")
+    piqn = nlp.add_pipe("piqn")
+    assert piqn.key == "sc" and piqn.labels == ()
+
+
+def test_overfit_nested_entities(trained_tiny):
+    nlp, examples = trained_tiny
+    scores = nlp.evaluate(examples)
+    assert scores["spans_sc_f"] == 1.0
+    assert scores["spans_sc_loc_f"] == 1.0
+    for (text, gold), eg in zip(NESTED_DATA, examples):
+        doc = predict(nlp, text)
+        assert sorted(spans_of(doc)) == sorted(gold)
+        group_scores = doc.spans["sc"].attrs["scores"]
+        assert len(group_scores) == len(doc.spans["sc"])
+        assert all(0.0 <= s <= 1.0 for s in group_scores)
+
+
+def test_pipe_equals_call(trained_tiny):
+    nlp, _ = trained_tiny
+    docs = [Doc(nlp.vocab, words=text.split()) for text, _ in NESTED_DATA]
+    piped = list(nlp.pipe([Doc(nlp.vocab, words=d.text.split()) for d in docs], batch_size=2))
+    called = [nlp(d) for d in docs]
+    for a, b in zip(piped, called):
+        assert spans_of(a) == spans_of(b)
+        assert np.allclose(a.spans["sc"].attrs["scores"], b.spans["sc"].attrs["scores"], atol=1e-6)
+
+
+def test_disk_and_bytes_round_trip(trained_tiny):
+    nlp, _ = trained_tiny
+    text = NESTED_DATA[0][0]
+    expected = predict(nlp, text)
+    with make_tempdir() as tmp:
+        nlp.to_disk(tmp)
+        loaded = load_model_from_path(tmp)
+    doc = predict(loaded, text)
+    assert spans_of(doc) == spans_of(expected)
+    assert np.array_equal(doc.spans["sc"].attrs["scores"], expected.spans["sc"].attrs["scores"])
+    assert loaded.get_pipe("piqn").labels == nlp.get_pipe("piqn").labels
+
+    fresh = spacy.blank("en")
+    fresh.add_pipe("piqn", config=TINY_PIQN)
+    fresh.from_bytes(nlp.to_bytes())
+    doc = predict(fresh, text)
+    assert spans_of(doc) == spans_of(expected)
+
+
+def test_uninitialized_round_trip():
+    nlp = spacy.blank("en")
+    nlp.add_pipe("piqn", config=TINY_PIQN)
+    with make_tempdir() as tmp:
+        nlp.to_disk(tmp)
+        loaded = load_model_from_path(tmp)
+    assert loaded.get_pipe("piqn").labels == ()
+
+
+def test_empty_and_tiny_docs(trained_tiny):
+    nlp, _ = trained_tiny
+    empty = nlp(Doc(nlp.vocab, words=[]))
+    assert len(empty.spans["sc"]) == 0 and len(empty.spans["sc"].attrs["scores"]) == 0
+    one = nlp(Doc(nlp.vocab, words=["IL-4"]))
+    assert all(0 <= s.start < s.end <= 1 for s in one.spans["sc"])
+    docs = list(nlp.pipe([Doc(nlp.vocab, words=[]), Doc(nlp.vocab, words=["cells", "."]), Doc(nlp.vocab, words=[])]))
+    assert [d.spans["sc"] is not None for d in docs] == [True] * 3
+
+
+def test_long_doc_is_predicted_in_every_window(trained_tiny):
+    nlp, _ = trained_tiny
+    sentence = "Jurkat cells express IL-4 .".split()
+    expected = spans_of(predict(nlp, " ".join(sentence)))
+    assert expected
+    # 300 sentences, 1,500 tokens: one window per sentence, so the last one is read too.
+    words = sentence * 300
+    doc = Doc(nlp.vocab, words=words, sent_starts=[i % 5 == 0 for i in range(len(words))])
+    doc = nlp(doc)
+    per_sentence = [sorted((s.start - 5 * i, s.end - 5 * i, s.label_) for s in doc.spans["sc"] if 5 * i <= s.start < 5 * i + 5) for i in range(300)]
+    # tok2vec context crosses sentence edges, so allow a few sentences to differ.
+    assert sum(found == sorted(expected) for found in per_sentence) >= 285
+    assert per_sentence[-1]
+    # Without sentence boundaries: overlapping token windows, valid spans through the whole doc.
+    doc = nlp(Doc(nlp.vocab, words=words))
+    assert all(0 <= s.start < s.end <= len(doc) for s in doc.spans["sc"])
+    assert len(doc.spans["sc"].attrs["scores"]) == len(doc.spans["sc"])
+
+
+def test_doc_with_more_entities_than_queries():
+    # 100 entities in one 300-token doc with 8 queries per window: windows keep every one
+    # reachable, and training on it never drops gold without saying so.
+    data = [(" ".join(["IL-4", "and", "T"] * 100), [(i * 3, i * 3 + 1, "protein") for i in range(100)])]
+    config = {**TINY_PIQN, "model": {**TINY_PIQN["model"], "windows": {"@misc": "spacy-piqn.token_windows.v1", "size": 12, "stride": 9}}}
+    nlp, examples = train_tiny(steps=300, config=config, data=data)
+    doc = nlp(Doc(nlp.vocab, words=data[0][0].split()))
+    found = {(s.start, s.end, s.label_) for s in doc.spans["sc"]}
+    gold = set(data[0][1])
+    assert len(found & gold) >= 90
+
+
+def test_gold_over_capacity_is_logged(caplog):
+    data = [(" ".join(["IL-4"] * 20), [(i, i + 1, "protein") for i in range(20)])]
+    fix_random_seed(0)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("piqn", config=TINY_PIQN)
+    examples = make_examples(nlp, data)
+    optimizer = nlp.initialize(lambda: examples)
+    with caplog.at_level(logging.WARNING, logger="spacy_piqn"):
+        losses = nlp.update(examples, sgd=optimizer)
+    assert np.isfinite(losses["piqn"])
+    assert "W001" in caplog.text and "12 of them" in caplog.text
+
+
+def test_gold_outside_windows_is_logged(caplog):
+    nlp = spacy.blank("en")
+    config = {**TINY_PIQN, "model": {**TINY_PIQN["model"], "windows": {"@misc": "spacy-piqn.token_windows.v1", "size": 4, "stride": 4}}}
+    nlp.add_pipe("piqn", config=config)
+    examples = make_examples(nlp, [("a b c d e f", [(2, 6, "X")])])
+    optimizer = nlp.initialize(lambda: examples)
+    with caplog.at_level(logging.WARNING, logger="spacy_piqn"):
+        nlp.update(examples, sgd=optimizer)
+    assert "W002" in caplog.text
+
+
+def test_entity_free_batch_trains(nested_examples):
+    nlp, examples = nested_examples
+    nlp.add_pipe("piqn", config=TINY_PIQN)
+    optimizer = nlp.initialize(lambda: examples)
+    empty = [eg for eg in examples if not eg.reference.spans["sc"]]
+    losses = nlp.update(empty, sgd=optimizer)
+    assert np.isfinite(losses["piqn"])
+
+
+def test_unknown_gold_label_is_a_clear_error(nested_examples):
+    nlp, examples = nested_examples
+    nlp.add_pipe("piqn", config=TINY_PIQN)
+    optimizer = nlp.initialize(lambda: examples)
+    bad = make_examples(nlp, [("IL-4 binds", [(0, 1, "GENE")])])
+    with pytest.raises(ValueError, match="E001.*'GENE'"):
+        nlp.update(bad, sgd=optimizer)
+
+
+def test_labels_are_fixed_after_initialize(nested_examples):
+    nlp, examples = nested_examples
+    piqn = nlp.add_pipe("piqn", config=TINY_PIQN)
+    assert piqn.add_label("extra") == 1
+    nlp.initialize(lambda: examples)
+    assert "extra" in piqn.labels
+    with pytest.raises(ValueError, match="E002"):
+        piqn.add_label("new")
+
+
+def test_initialize_without_labels_says_where_to_look():
+    nlp = spacy.blank("en")
+    nlp.add_pipe("piqn", config=TINY_PIQN)
+    examples = make_examples(nlp, [("nothing here", [])])
+    with pytest.raises(ValueError, match="E003"):
+        nlp.initialize(lambda: examples)
+
+
+def test_custom_spans_key_and_ents(trained_tiny):
+    nlp, examples = trained_tiny
+    with make_tempdir() as tmp:
+        nlp.to_disk(tmp)
+        loaded = load_model_from_path(tmp, config={"components": {"piqn": {"set_ents": True}}})
+    doc = predict(loaded, NESTED_DATA[0][0])
+    ents = [(e.start, e.end) for e in doc.ents]
+    assert ents and all(a[1] <= b[0] for a, b in zip(ents, ents[1:]))
+    assert set(ents) <= {(s.start, s.end) for s in doc.spans["sc"]}
+
+
+def test_flat_decoding_gives_no_overlaps(trained_tiny):
+    nlp, _ = trained_tiny
+    piqn = nlp.get_pipe("piqn")
+    piqn.cfg["decoding"] = "flat"
+    try:
+        doc = predict(nlp, NESTED_DATA[0][0])
+    finally:
+        piqn.cfg["decoding"] = "nested"
+    spans = sorted(spans_of(doc))
+    assert spans and all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+
+
+def test_bad_decoding_mode():
+    nlp = spacy.blank("en")
+    with pytest.raises(ValueError, match="E004"):
+        nlp.add_pipe("piqn", config={"decoding": "overlapping"})
+
+
+def test_corrupted_model_file_is_a_clear_error(trained_tiny):
+    nlp, _ = trained_tiny
+    with make_tempdir() as tmp:
+        nlp.to_disk(tmp)
+        (tmp / "piqn" / "model").write_bytes(b"not a model")
+        with pytest.raises(ValueError, match="E005"):
+            load_model_from_path(tmp)
+        (tmp / "piqn" / "model").unlink()
+        with pytest.raises(ValueError, match="E005"):
+            load_model_from_path(tmp)

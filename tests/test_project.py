@@ -1,0 +1,309 @@
+"""The spaCy project (project.yml) runs end to end, and its GENIA preprocessing follows the stated rules.
+
+The workflows run in a temporary copy of the project files, so the repository gets no corpus/, training/,
+metrics/ or visuals/ output. Torch runs with one thread there (OMP_NUM_THREADS=1): on a small shared CPU, two
+intra-op threads made a 20-step smoke training 15 times slower, and these models are too small to gain from more.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import srsly
+from weasel.util import load_project_config
+
+REPO = Path(__file__).resolve().parents[1]
+PROJECT_FILES = ("project.yml", "configs", "scripts")
+
+
+def copy_project(tmp_path: Path) -> Path:
+    """The project files and the bundled sample, without any of the repository's outputs."""
+    root = tmp_path / "project"
+    root.mkdir()
+    for name in PROJECT_FILES:
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(source, root / name)
+    shutil.copytree(REPO / "assets" / "sample", root / "assets" / "sample")
+    return root
+
+
+def run_project(root: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "spacy", "project", "run", *args],
+        check=False,
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert result.returncode == 0, f"stdout:\n{result.stdout[-4000:]}\nstderr:\n{result.stderr[-4000:]}"
+    return result
+
+
+def assert_scores(metrics_path: Path) -> dict:
+    scores = srsly.read_json(metrics_path)
+    for key in ("spans_sc_p", "spans_sc_r", "spans_sc_f", "spans_sc_loc_f", "spans_sc_cls_f"):
+        assert isinstance(scores[key], float) and 0.0 <= scores[key] <= 1.0, (key, scores.get(key))
+    return scores
+
+
+# ---------------------------------------------------------------------------------------------------------
+# project.yml
+
+
+def test_project_file_is_consistent(tmp_path):
+    """Every workflow step is a command, vars interpolate, and the sample's MD5 checksums are current."""
+    config = load_project_config(copy_project(tmp_path), overrides={"vars.dataset": "conll03"})
+    commands = {command["name"]: command for command in config["commands"]}
+    assert set(config["workflows"]) >= {"all", "smoke", "conll03", "all-trf"}
+    for workflow, steps in config["workflows"].items():
+        assert set(steps) <= set(commands), workflow
+    assert "package" not in config["workflows"]["smoke"]
+    assert config["vars"]["package_name"] == "piqn_conll03"
+    assert "--name piqn_conll03" in commands["package"]["script"][0]
+    for asset in config["assets"]:
+        if "url" not in asset:
+            path = REPO / asset["dest"]
+            assert hashlib.md5(path.read_bytes()).hexdigest() == asset["checksum"], asset["dest"]
+    for asset in config["assets"]:
+        if asset["dest"].startswith("assets/conll03/"):
+            assert asset["extra"] is True and "research use only" in asset["description"].lower()
+    genia_script = load_genia_script()
+    assert genia_script.GENIA_302_SHA256 in commands["preprocess-genia"]["script"][0]
+    genia_asset = next(a for a in config["assets"] if a["dest"].endswith("GENIAcorpus3.02.tgz"))
+    assert genia_script.GENIA_302_SHA256 in genia_asset["description"]
+    assert "2cd9b65a9ed462ffa40116f5df4231ae708952e8" in genia_asset["url"]
+
+
+def test_smoke_workflow(tmp_path):
+    """`spacy project run smoke` converts the sample, trains, evaluates and renders, in about a minute on CPU."""
+    root = copy_project(tmp_path)
+    run_project(root, "smoke", ".")
+    for output in ("corpus/sample/train.spacy", "corpus/sample/dev.spacy", "training/sample/smoke/model-best"):
+        assert (root / output).exists(), output
+    assert_scores(root / "metrics" / "sample-smoke.json")
+    html = (root / "visuals" / "sample-smoke.html").read_text(encoding="utf-8")
+    assert html.count('class="spans"') == 24  # 12 dev docs, predicted and gold
+    assert "doc 0: gold (5 spans)" in html
+
+    # A second run has nothing to do.
+    again = run_project(root, "smoke", ".")
+    assert again.stdout.count("nothing changed") == 4
+
+
+@pytest.mark.slow
+def test_all_workflow_on_the_sample_with_data_dir(tmp_path):
+    """The main workflow (convert -> train -> evaluate -> package) with --vars.data_dir, as CI runs it on the
+    shared datasets, here on the bundled sample for speed; then `visualize`."""
+    root = copy_project(tmp_path)
+    data_dir = tmp_path / "data"
+    shutil.copytree(REPO / "assets" / "sample", data_dir / "sample", ignore=shutil.ignore_patterns("*.md", "*.iob"))
+    overrides = [
+        f"--vars.data_dir={data_dir}",
+        "--vars.dataset=sample",
+        "--vars.max_steps=4",
+        "--vars.eval_frequency=2",
+        "--vars.visualize_limit=3",
+    ]
+    run_project(root, "all", ".", *overrides)
+    run_project(root, "visualize", ".", *overrides)
+    assert_scores(root / "metrics" / "sample-piqn_tok2vec.json")
+    sdist = root / "packages" / "en_piqn_sample-0.1.0" / "dist" / "en_piqn_sample-0.1.0.tar.gz"
+    assert sdist.is_file()
+    meta = srsly.read_json(root / "packages" / "en_piqn_sample-0.1.0" / "meta.json")
+    assert any(requirement.startswith("spacy-piqn") for requirement in meta["requirements"])
+    html = (root / "visuals" / "sample-piqn_tok2vec.html").read_text(encoding="utf-8")
+    assert html.count('class="spans"') == 6
+
+
+# ---------------------------------------------------------------------------------------------------------
+# scripts/genia_xml_to_jsonl.py on a synthetic corpus in the GENIA 3.02 XML layout
+
+GENIA_XML = """<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE set SYSTEM "gpml.merged.dtd">
+<set>
+<import resource="GENIAontology.daml" prefix="G"></import>
+<article>
+<articleinfo><bibliomisc>MEDLINE:1</bibliomisc></articleinfo>
+<title><sentence>The <cons lex="IL-2_gene" sem="G#DNA_domain_or_region"><cons lex="IL-2" \
+sem="G#protein_molecule">IL-2</cons> gene</cons> of <cons lex="T_cell" sem="G#cell_type">T cells</cons>.\
+</sentence></title>
+<abstract>
+<sentence>Weights of 30 <cons lex="dalton" sem="G#other_name">daltons</cons>. were found in \
+<cons lex="Jurkat_cell" sem="G#cell_line">Jurkat cells</cons></sentence>
+<sentence>Both <cons lex="(AND alpha_chain beta_chain)" sem="(AND G#protein_subunit G#protein_subunit)">\
+<cons lex="alpha*">alpha</cons> and <cons lex="beta*"><cons lex="beta" sem="G#protein_subunit">beta</cons></cons> \
+<cons lex="*chain">chains</cons></cons> bind.</sentence>
+<sentence><cons lex="c-fos_mRNA" sem="G#RNA_molecule"><cons lex="c-fos_mRNA" sem="G#DNA_molecule">\
+<cons lex="c-fos_mRNA" sem="G#DNA_molecule">c-fos mRNA</cons></cons></cons> and \
+<cons lex="NF-kappaB" sem="G#protein_complex">NF-kappaB</cons>/<cons lex="Rel" sem="G#protein_family_or_group">\
+Rel</cons> &amp; <cons lex="X" sem="G#DNA">X</cons></sentence>
+</abstract>
+</article>
+<article>
+<articleinfo><bibliomisc>MEDLINE:2</bibliomisc></articleinfo>
+<title><sentence>No terms here .</sentence></title>
+<abstract><sentence>A <cons lex="GATA-3" sem="G#protein_molecule">GATA-3</cons>-dependent <cons \
+lex="promoter" sem="G#DNA_domain_or_region"> promoter </cons> .</sentence></abstract>
+</article>
+</set>
+"""
+
+EXPECTED_RECORDS = [
+    {
+        "tokens": ["The", "IL-2", "gene", "of", "T", "cells", "."],
+        "entities": [
+            {"start": 1, "end": 2, "label": "protein"},
+            {"start": 1, "end": 3, "label": "DNA"},
+            {"start": 4, "end": 6, "label": "cell_type"},
+        ],
+    },
+    {
+        # Untyped-for-us terms still cut tokens ("daltons" + "."); "Jurkat cells" ends the sentence.
+        "tokens": ["Weights", "of", "30", "daltons", ".", "were", "found", "in", "Jurkat", "cells"],
+        "entities": [{"start": 8, "end": 10, "label": "cell_line"}],
+    },
+    {
+        # The coordination and its fragments are dropped; the typed term inside a fragment is kept.
+        "tokens": ["Both", "alpha", "and", "beta", "chains", "bind."],
+        "entities": [{"start": 3, "end": 4, "label": "protein"}],
+    },
+    {
+        # RNA and DNA on one span: RNA wins; the duplicate DNA collapses. G#DNA (no subtype) is not mapped.
+        "tokens": ["c-fos", "mRNA", "and", "NF-kappaB", "/", "Rel", "&", "X"],
+        "entities": [
+            {"start": 0, "end": 2, "label": "RNA"},
+            {"start": 3, "end": 4, "label": "protein"},
+            {"start": 5, "end": 6, "label": "protein"},
+        ],
+    },
+    {"tokens": ["No", "terms", "here", "."], "entities": []},
+    {
+        # A term whose text starts and ends with spaces covers the tokens inside it.
+        "tokens": ["A", "GATA-3", "-dependent", "promoter", "."],
+        "entities": [{"start": 1, "end": 2, "label": "protein"}, {"start": 3, "end": 4, "label": "DNA"}],
+    },
+]
+
+
+def load_genia_script():
+    spec = importlib.util.spec_from_file_location("genia_xml_to_jsonl", REPO / "scripts" / "genia_xml_to_jsonl.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_tgz(path: Path, xml: str) -> Path:
+    data = xml.encode("utf-8")
+    with tarfile.open(path, "w:gz") as archive:
+        for name, payload in (("GENIA_term_3.02/LICENSE", b"license"), ("GENIA_term_3.02/GENIAcorpus3.02.xml", data)):
+            info = tarfile.TarInfo(name)
+            info.size = len(payload)
+            archive.addfile(info, io.BytesIO(payload))
+    return path
+
+
+def run_genia_script(*args: object) -> subprocess.CompletedProcess:
+    script = REPO / "scripts" / "genia_xml_to_jsonl.py"
+    command = [sys.executable, str(script), *map(str, args)]
+    return subprocess.run(command, check=False, capture_output=True, text=True)
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_genia_conversion_rules():
+    genia = load_genia_script()
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(GENIA_XML.encode("utf-8"))
+    records = [genia.sentence_record(sentence) for sentence in root.iter("sentence")]
+    assert records == EXPECTED_RECORDS
+
+
+@pytest.mark.parametrize("label,sem", [("DNA", "G#DNA_family_or_group"), ("RNA", "G#RNA_N/A"),
+                                       ("protein", "G#protein_complex"), ("cell_line", "G#cell_line"),
+                                       ("cell_type", "G#cell_type"), (None, "G#cell_component"),
+                                       (None, "G#other_name"), (None, "(OR G#DNA_molecule G#DNA_molecule)"),
+                                       (None, None), (None, "G#DNA")])  # fmt: skip
+def test_genia_type_mapping(label, sem):
+    assert load_genia_script().genia_label(sem) == label
+
+
+def test_genia_script_splits_and_checks_sha256(tmp_path):
+    tgz = write_tgz(tmp_path / "GENIAcorpus3.02.tgz", GENIA_XML)
+    digest = hashlib.sha256(tgz.read_bytes()).hexdigest()
+    out = tmp_path / "genia"
+    sizes = ["--test-size", "2", "--dev-size", "1"]
+    result = run_genia_script(tgz, out, "--sha256", digest, *sizes)
+    assert result.returncode == 0, result.stderr
+    # Corpus order, cut from the end: test = the last 2 sentences, dev = the one before, train = the rest.
+    assert read_jsonl(out / "train.jsonl") == EXPECTED_RECORDS[:3]
+    assert read_jsonl(out / "dev.jsonl") == EXPECTED_RECORDS[3:4]
+    assert read_jsonl(out / "test.jsonl") == EXPECTED_RECORDS[4:]
+    assert re.search(r"train:\s+3 sentences,\s+5 entities", result.stdout)
+
+    # The extracted XML gives the same files.
+    xml_path = tmp_path / "GENIAcorpus3.02.xml"
+    xml_path.write_text(GENIA_XML, encoding="utf-8")
+    assert run_genia_script(xml_path, tmp_path / "from_xml", *sizes).returncode == 0
+    assert (tmp_path / "from_xml" / "test.jsonl").read_bytes() == (out / "test.jsonl").read_bytes()
+
+    wrong = run_genia_script(tgz, tmp_path / "bad", "--sha256", "0" * 64)
+    assert wrong.returncode == 1
+    assert f"sha256 of {tgz} is {digest}" in wrong.stderr
+    assert not (tmp_path / "bad").exists()
+
+
+def test_genia_output_converts_to_docbin(tmp_path):
+    """What the script writes is what `python -m spacy_piqn convert` (the project's `convert`) reads."""
+    import spacy
+    from spacy.tokens import DocBin
+
+    from spacy_piqn.convert import convert
+
+    tgz = write_tgz(tmp_path / "GENIAcorpus3.02.tgz", GENIA_XML)
+    assert run_genia_script(tgz, tmp_path / "genia", "--test-size", "1", "--dev-size", "1").returncode == 0
+    report = convert(tmp_path / "genia" / "train.jsonl", tmp_path / "train.spacy")
+    assert report["entities_written"] == 8
+    docs = list(DocBin().from_disk(tmp_path / "train.spacy").get_docs(spacy.blank("en").vocab))
+    assert [(s.start, s.end, s.label_) for s in docs[0].spans["sc"]] == [
+        (1, 2, "protein"),
+        (1, 3, "DNA"),
+        (4, 6, "cell_type"),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The CLI commands the project calls fail with a one-line reason
+
+
+def test_evaluate_and_visualize_report_bad_paths(tmp_path):
+    from typer.testing import CliRunner
+
+    from spacy_piqn.cli import app
+
+    runner = CliRunner()
+    missing_model = runner.invoke(app, ["evaluate", str(tmp_path / "no-model"), str(tmp_path / "dev.spacy")])
+    assert missing_model.exit_code == 1
+    assert "cannot load the pipeline" in missing_model.output
+    bad_limit = runner.invoke(app, ["visualize", "m", "d.spacy", str(tmp_path / "v.html"), "--limit", "-1"])
+    assert bad_limit.exit_code == 1
+    assert "--limit must be 0 (all) or positive" in bad_limit.output
