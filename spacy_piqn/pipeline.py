@@ -35,6 +35,7 @@ n_heads = 8
 pointer_width = 64
 lstm_layers = 1
 dropout = 0.1
+classifier_dropout = 0.5
 query_interaction = true
 common_embedding = true
 mixed_precision = false

@@ -18,7 +18,7 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 
 # Small enough to overfit in a few seconds on 2 CPU cores.
 TINY_PIQN = {
-    "model": {"hidden_width": 32, "n_queries": 8, "n_layers": 2, "n_heads": 4, "pointer_width": 16, "dropout": 0.0},
+    "model": {"hidden_width": 32, "n_queries": 8, "n_layers": 2, "n_heads": 4, "pointer_width": 16, "dropout": 0.0, "classifier_dropout": 0.0},
     "n_slots": 4,
 }
 

@@ -103,15 +103,34 @@ def test_long_doc_is_predicted_in_every_window(trained_tiny):
 
 
 def test_doc_with_more_entities_than_queries():
-    # 100 entities in one 300-token doc with 8 queries per window: windows keep every one
-    # reachable, and training on it never drops gold without saying so.
-    data = [(" ".join(["IL-4", "and", "T"] * 100), [(i * 3, i * 3 + 1, "protein") for i in range(100)])]
-    config = {**TINY_PIQN, "model": {**TINY_PIQN["model"], "windows": {"@misc": "spacy-piqn.token_windows.v1", "size": 12, "stride": 9}}}
-    nlp, examples = train_tiny(steps=300, config=config, data=data)
-    doc = nlp(Doc(nlp.vocab, words=data[0][0].split()))
-    found = {(s.start, s.end, s.label_) for s in doc.spans["sc"]}
-    gold = set(data[0][1])
-    assert len(found & gold) >= 90
+    # One doc of 30 sentences with 100 (nested) entities, 8 queries per window: sentence
+    # windows keep every entity reachable, in training and in prediction.
+    sentences = [NESTED_DATA[i] for i in (0, 1, 3)] * 10
+    words, sent_starts, gold = [], [], []
+    for text, spans in sentences:
+        offset = len(words)
+        tokens = text.split()
+        words += tokens
+        sent_starts += [True] + [False] * (len(tokens) - 1)
+        gold += [(s + offset, e + offset, label) for s, e, label in spans]
+    assert len(gold) == 100
+
+    def make_doc(vocab):
+        return Doc(vocab, words=words, sent_starts=sent_starts)
+
+    fix_random_seed(0)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("piqn", config=TINY_PIQN)
+    ref = make_doc(nlp.vocab)
+    ref.spans["sc"] = [Span(ref, s, e, label=label) for s, e, label in gold]
+    examples = [Example(make_doc(nlp.vocab), ref)]
+    optimizer = nlp.initialize(lambda: examples)
+    optimizer.learn_rate = 0.005
+    for _ in range(150):
+        losses = nlp.update(examples, sgd=optimizer)
+    assert np.isfinite(losses["piqn"])
+    doc = nlp(make_doc(nlp.vocab))
+    assert len(set(spans_of(doc)) & set(gold)) >= 95
 
 
 def test_gold_over_capacity_is_logged(caplog):
@@ -174,15 +193,28 @@ def test_initialize_without_labels_says_where_to_look():
         nlp.initialize(lambda: examples)
 
 
-def test_custom_spans_key_and_ents(trained_tiny):
-    nlp, examples = trained_tiny
-    with make_tempdir() as tmp:
-        nlp.to_disk(tmp)
-        loaded = load_model_from_path(tmp, config={"components": {"piqn": {"set_ents": True}}})
-    doc = predict(loaded, NESTED_DATA[0][0])
+def test_set_ents_writes_a_flat_selection(trained_tiny):
+    nlp, _ = trained_tiny
+    piqn = nlp.get_pipe("piqn")
+    piqn.cfg["set_ents"] = True
+    try:
+        doc = predict(nlp, NESTED_DATA[0][0])
+    finally:
+        piqn.cfg["set_ents"] = False
     ents = [(e.start, e.end) for e in doc.ents]
     assert ents and all(a[1] <= b[0] for a, b in zip(ents, ents[1:]))
     assert set(ents) <= {(s.start, s.end) for s in doc.spans["sc"]}
+
+
+def test_custom_spans_key():
+    nlp = spacy.blank("en")
+    nlp.add_pipe("piqn", config={**TINY_PIQN, "spans_key": "genes"})
+    examples = make_examples(nlp, NESTED_DATA, key="genes")
+    optimizer = nlp.initialize(lambda: examples)
+    nlp.update(examples, sgd=optimizer)
+    doc = predict(nlp, NESTED_DATA[0][0])
+    assert "genes" in doc.spans and "sc" not in doc.spans
+    assert "spans_genes_f" in nlp.evaluate(examples)
 
 
 def test_flat_decoding_gives_no_overlaps(trained_tiny):
