@@ -1,4 +1,5 @@
 """thinc glue for the PyTorch PIQN head: lazy construction, converters, safetensors state."""
+import os
 from typing import Any, Callable, List, Optional, Tuple, Union
 
 from thinc.api import ArgsKwargs, Model, PyTorchGradScaler, PyTorchWrapper_v3, torch2xp, xp2torch
@@ -53,10 +54,30 @@ def build_torch_head(
     )
 
 
+_FORK_HOOK_INSTALLED = False
+
+
+def install_fork_hook() -> None:
+    """Give forked children (``nlp.pipe(..., n_process=2)``) one torch thread.
+
+    A child forked after torch ran its thread pool in the parent hangs on its first parallel
+    op; one thread per worker process avoids that pool (and oversubscription) altogether.
+    """
+    global _FORK_HOOK_INSTALLED
+    if _FORK_HOOK_INSTALLED or not hasattr(os, "register_at_fork"):
+        return
+    import torch
+
+    os.register_at_fork(after_in_child=lambda: torch.set_num_threads(1))
+    _FORK_HOOK_INSTALLED = True
+
+
 def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Any = None) -> None:
     if model.layers:
         return
     import torch
+
+    install_fork_hook()
 
     from ..modules.head import PIQNHead
 

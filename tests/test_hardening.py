@@ -1,0 +1,176 @@
+"""Real corpora meet odd docs, long and dense docs, worker processes and reloads."""
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import spacy
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from spacy.tokens import Doc, Span
+from spacy.training import Example
+from spacy.util import load_model_from_path, make_tempdir
+from thinc.api import fix_random_seed
+
+from .conftest import NESTED_DATA, REPO, TINY_PIQN, make_examples, spans_of, train_tiny
+
+TOKENS = st.one_of(
+    st.text(min_size=1, max_size=3),
+    st.sampled_from(["IL-2", "gene", "T", "cells", ".", "🧬", "é", "\u200b", "NF-kappa", "x" * 500]),
+)
+
+
+def check_group(nlp, doc):
+    group = doc.spans["sc"]
+    labels = set(nlp.get_pipe("piqn").labels)
+    assert len(group.attrs["scores"]) == len(group)
+    for span, score in zip(group, group.attrs["scores"]):
+        assert 0 <= span.start < span.end <= len(doc)
+        assert span.label_ in labels
+        assert 0.0 <= float(score) <= 1.0
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(words=st.lists(TOKENS, min_size=0, max_size=60))
+def test_random_docs_give_valid_span_groups(trained_tiny, words):
+    nlp, _ = trained_tiny
+    check_group(nlp, nlp(Doc(nlp.vocab, words=words)))
+
+
+def test_whitespace_and_huge_docs(trained_tiny):
+    nlp, _ = trained_tiny
+    docs = [
+        Doc(nlp.vocab, words=[" ", "\n", "IL-2", "\t"], spaces=[False] * 4),
+        Doc(nlp.vocab, words=(["IL-2", "gene", "in", "T", "cells", "."] * 850)[:5000]),
+        Doc(nlp.vocab, words=[]),
+    ]
+    for doc in nlp.pipe(docs, batch_size=2):
+        check_group(nlp, doc)
+
+
+def test_dense_doc_trains_and_logs_capacity(caplog):
+    # 3x more entities than the 8 queries in one window.
+    data = [(" ".join(["IL-2"] * 24), [(i, i + 1, "protein") for i in range(24)])]
+    fix_random_seed(0)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("piqn", config=TINY_PIQN)
+    examples = make_examples(nlp, data)
+    optimizer = nlp.initialize(lambda: examples)
+    with caplog.at_level(logging.WARNING, logger="spacy_piqn"):
+        for _ in range(3):
+            losses = nlp.update(examples, sgd=optimizer)
+    assert np.isfinite(losses["piqn"]) and "W001" in caplog.text
+
+
+def test_long_doc_trains_and_finds_entities_in_the_last_window():
+    # One 2,000+ token doc with sentence boundaries: sentence windows, trained and predicted
+    # across the whole doc.
+    sentences = [NESTED_DATA[i] for i in (0, 1, 3)] * 85
+    words, sent_starts, gold = [], [], []
+    for text, spans in sentences:
+        offset = len(words)
+        tokens = text.split()
+        words += tokens
+        sent_starts += [True] + [False] * (len(tokens) - 1)
+        gold += [(s + offset, e + offset, label) for s, e, label in spans]
+    assert len(words) > 2000
+
+    def make_doc(vocab):
+        return Doc(vocab, words=words, sent_starts=sent_starts)
+
+    fix_random_seed(0)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("piqn", config=TINY_PIQN)
+    ref = make_doc(nlp.vocab)
+    ref.spans["sc"] = [Span(ref, s, e, label=label) for s, e, label in gold]
+    examples = [Example(make_doc(nlp.vocab), ref)]
+    optimizer = nlp.initialize(lambda: examples)
+    optimizer.learn_rate = 0.005
+    for _ in range(40):
+        losses = nlp.update(examples, sgd=optimizer)
+    assert np.isfinite(losses["piqn"])
+    doc = nlp(make_doc(nlp.vocab))
+    last_sentence = list(doc.sents)[-1]
+    found = {s for s in spans_of(doc) if s[0] >= last_sentence.start}
+    assert found & {s for s in gold if s[0] >= last_sentence.start}
+
+
+def test_inference_is_deterministic(trained_tiny):
+    nlp, _ = trained_tiny
+    piqn = nlp.get_pipe("piqn")
+    docs = [Doc(nlp.vocab, words=text.split()) for text, _ in NESTED_DATA]
+    first, second = piqn.predict(docs), piqn.predict(docs)
+    assert np.array_equal(first.classes, second.classes) and np.array_equal(first.left, second.left)
+
+
+def test_training_is_deterministic_with_a_seed():
+    weights = []
+    for _ in range(2):
+        nlp, _ = train_tiny(steps=5)
+        weights.append(nlp.get_pipe("piqn").model.to_bytes())
+    assert weights[0] == weights[1]
+
+
+def run_python(code: str, env_extra=None, timeout=180) -> subprocess.CompletedProcess:
+    env = {**os.environ, **(env_extra or {})}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
+
+
+def test_multiprocessing_matches_single_process_and_does_not_hang():
+    # Two torch threads in the parent: the case that hangs forked workers without the fork hook.
+    result = run_python(
+        """
+        import torch
+        torch.set_num_threads(2)
+        from tests.conftest import train_tiny, NESTED_DATA
+        nlp, _ = train_tiny()
+        texts = [t for t, _ in NESTED_DATA] * 10
+        one = [[(s.start, s.end, s.label_) for s in d.spans["sc"]] for d in nlp.pipe(texts)]
+        two = [[(s.start, s.end, s.label_) for s in d.spans["sc"]] for d in nlp.pipe(texts, n_process=2, batch_size=4)]
+        assert one == two, (one, two)
+        print("OK")
+        """,
+        env_extra={"OMP_NUM_THREADS": "2"},
+    )
+    assert result.returncode == 0 and "OK" in result.stdout, result.stderr[-2000:]
+
+
+def test_loads_offline_without_unpickling(trained_tiny):
+    nlp, _ = trained_tiny
+    expected = spans_of(nlp(Doc(nlp.vocab, words=NESTED_DATA[0][0].split())))
+    with make_tempdir() as tmp:
+        nlp.to_disk(tmp)
+        result = run_python(
+            f"""
+            import torch, spacy
+            def no_pickle(*args, **kwargs):
+                raise AssertionError("torch.load (pickle) was called")
+            torch.load = no_pickle
+            from spacy.tokens import Doc
+            nlp = spacy.load({str(tmp)!r})
+            doc = nlp(Doc(nlp.vocab, words={NESTED_DATA[0][0].split()!r}))
+            print(sorted((s.start, s.end, s.label_) for s in doc.spans["sc"]))
+            """,
+            env_extra={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9"},
+        )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == str(sorted(expected))
+
+
+def test_misaligned_gold_is_reported(caplog):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("piqn", config=TINY_PIQN)
+    ref = Doc(nlp.vocab, words=["NF-kappa", "B", "binds"])
+    ref.spans["sc"] = [Span(ref, 0, 2, label="protein")]
+    pred = nlp.make_doc("NF - kappa B binds")
+    # Gold boundaries that fall inside a predicted token cannot be trained on.
+    ref2 = Doc(nlp.vocab, words=["NF", "-kappa", "B"], spaces=[False, True, False])
+    ref2.spans["sc"] = [Span(ref2, 1, 3, label="protein")]
+    examples = [Example(pred, ref), Example(Doc(nlp.vocab, words=["NF-kappa", "B"]), ref2)]
+    optimizer = nlp.initialize(lambda: examples)
+    with caplog.at_level(logging.WARNING, logger="spacy_piqn"):
+        nlp.update(examples, sgd=optimizer)
+    assert "W003" in caplog.text
