@@ -3,6 +3,7 @@
 Importing the package registers the ``piqn`` factory, the ``spacy-piqn.*`` architectures,
 windows and scorer (installed packages also expose them through entry points).
 """
+
 from . import architectures, callbacks, corpus, scorer, windows  # noqa: F401  (registrations)
 from .pipeline import PIQN, make_piqn
 

@@ -1,4 +1,5 @@
 """Registered model builders. Their docstrings document the config arguments."""
+
 from typing import List, Tuple
 
 from spacy.tokens import Doc

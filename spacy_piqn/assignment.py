@@ -4,6 +4,7 @@ Each gold entity gets a share of Q slots, and the M queries are matched to the s
 Hungarian algorithm on the cost −(w_c·P_type + w_b·(P_left + P_right)). Repeated slots of one
 entity are identical columns, so the solver spreads each entity over distinct queries.
 """
+
 from typing import Tuple
 
 import numpy as np
@@ -34,10 +35,7 @@ def assignment_cost(
 ) -> np.ndarray:
     """Cost (M, S) of giving query i the slot whose target is gold[s] = (type, left, right)."""
     types, lefts, rights = gold[:, 0], gold[:, 1], gold[:, 2]
-    return -(
-        class_weight * p_class[:, types]
-        + boundary_weight * (p_left[:, lefts] + p_right[:, rights])
-    )
+    return -(class_weight * p_class[:, types] + boundary_weight * (p_left[:, lefts] + p_right[:, rights]))
 
 
 def assign_queries(

@@ -1,4 +1,5 @@
 """Training callbacks (``[training.before_update]`` and friends)."""
+
 import logging
 from typing import Any, Callable, Dict, Iterator
 

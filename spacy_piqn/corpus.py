@@ -4,6 +4,7 @@ spaCy's ``spacy.Corpus.v1`` re-tokenizes the reference text with the pipeline's 
 gold spans whose boundaries fall inside a spaCy token (``NF-kappa``) are lost, and its
 ``gold_preproc``/``max_length`` options drop ``doc.spans``. This reader keeps both.
 """
+
 from pathlib import Path
 from typing import Callable, Iterator, Union
 

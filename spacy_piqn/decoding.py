@@ -5,6 +5,7 @@ argmax of the left and right pointers; spans with left > right are dropped. Cand
 ranked by class probability and filtered: ``nested`` drops spans crossing a kept span and
 keeps one label per span, ``flat`` keeps no overlaps at all.
 """
+
 from typing import Tuple
 
 import numpy as np
@@ -37,9 +38,7 @@ def decode_queries(
     return lefts[keep], rights[keep] + 1, types[keep], scores[keep]
 
 
-def filter_candidates(
-    starts: np.ndarray, ends: np.ndarray, scores: np.ndarray, mode: str = "nested"
-) -> np.ndarray:
+def filter_candidates(starts: np.ndarray, ends: np.ndarray, scores: np.ndarray, mode: str = "nested") -> np.ndarray:
     """Indices of the candidates to keep, best score first.
 
     nested: a candidate is dropped if it crosses a kept span (partial overlap, sharing a word

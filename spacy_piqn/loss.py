@@ -4,6 +4,7 @@ Per word-level layer: the queries are matched to gold slots on that layer's own 
 (no gradient), then class cross-entropy over all queries (unmatched ones target "None") and
 boundary BCE over the matched ones. Layers are summed (PIQN's auxiliary losses).
 """
+
 from dataclasses import dataclass
 from typing import List, Sequence
 
@@ -52,7 +53,7 @@ def piqn_loss(
     n_layers, batch, n_queries, n_words = left.shape
     n_classes = classes.shape[-1]
     device = left.device
-    word_mask = (torch.arange(n_words, device=device)[None, :] < torch.as_tensor(lengths, device=device)[:, None])
+    word_mask = torch.arange(n_words, device=device)[None, :] < torch.as_tensor(lengths, device=device)[:, None]
     with torch.no_grad():
         p_class = torch.softmax(classes.float(), -1).cpu().numpy()
         p_left = torch.sigmoid(left.float()).cpu().numpy()
@@ -89,9 +90,7 @@ def piqn_loss(
             boundary = left.new_zeros(())
             for logits, column in ((left, 1), (right, 2)):
                 onehot = F.one_hot(target[:, column], n_words).float()
-                bce = F.binary_cross_entropy_with_logits(
-                    logits[layer, b_idx, q_idx].float(), onehot, reduction="none"
-                )
+                bce = F.binary_cross_entropy_with_logits(logits[layer, b_idx, q_idx].float(), onehot, reduction="none")
                 boundary = boundary + (bce * mask).sum()
             loss = loss + weights.boundary_weight * boundary / n_matched
         ce = F.cross_entropy(

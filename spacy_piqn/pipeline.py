@@ -3,6 +3,7 @@
 Kept light on purpose: spaCy imports every factory entry point on each ``spacy.blank``, so
 torch-only modules (the loss, the nn.Modules) are imported where they are used.
 """
+
 import logging
 from itertools import islice
 from pathlib import Path
@@ -349,8 +350,13 @@ class PIQN(TrainablePipe):
                 if span.label_ not in label_ids:
                     raise ValueError(
                         Errors.E001.format(
-                            span=span.text, start=span.start, end=span.end, example=i,
-                            label=span.label_, name=self.name, labels=list(self.labels),
+                            span=span.text,
+                            start=span.start,
+                            end=span.end,
+                            example=i,
+                            label=span.label_,
+                            name=self.name,
+                            labels=list(self.labels),
                         )
                     )
                 rows.append((label_ids[span.label_], span.start, span.end))
@@ -367,8 +373,12 @@ class PIQN(TrainablePipe):
             if len(local) > n_queries:
                 logger.warning(
                     Warnings.W001.format(
-                        n_gold=len(local), doc=w.doc, start=w.start, end=w.end,
-                        n_queries=n_queries, n_dropped=len(local) - n_queries,
+                        n_gold=len(local),
+                        doc=w.doc,
+                        start=w.start,
+                        end=w.end,
+                        n_queries=n_queries,
+                        n_dropped=len(local) - n_queries,
                     )
                 )
             gold.append(local)

@@ -40,9 +40,7 @@ from spacy.training import Example
 from spacy.util import registry
 
 
-def piqn_score(
-    examples: Iterable[Example], *, spans_key: str = "sc", **kwargs: Any
-) -> Dict[str, Any]:
+def piqn_score(examples: Iterable[Example], *, spans_key: str = "sc", **kwargs: Any) -> Dict[str, Any]:
     """Score ``doc.spans[spans_key]`` with PIQN's strict, localization and
     classification metrics (see the module docstring for the definitions).
 
@@ -102,14 +100,8 @@ def _classification_counts(examples: Iterable[Example], spans_key: str) -> PRFSc
             continue
         gold = {(s.start, s.end, s.label_) for s in eg.reference.spans[spans_key]}
         gold_bounds = {(start, end) for start, end, _ in gold}
-        aligned = eg.get_aligned_spans_x2y(
-            eg.predicted.spans.get(spans_key, []), allow_overlap=True
-        )
-        localized = {
-            (s.start, s.end, s.label_)
-            for s in aligned
-            if (s.start, s.end) in gold_bounds
-        }
+        aligned = eg.get_aligned_spans_x2y(eg.predicted.spans.get(spans_key, []), allow_overlap=True)
+        localized = {(s.start, s.end, s.label_) for s in aligned if (s.start, s.end) in gold_bounds}
         correct = localized & gold
         counts.tp += len(correct)
         counts.fp += len(localized - correct)

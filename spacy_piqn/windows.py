@@ -1,5 +1,6 @@
 """Where the PIQN head looks: docs are cut into windows so that long docs and docs with more
 entities than queries are covered whole (the official code drops docs over 512 subwords)."""
+
 from typing import Callable, List, NamedTuple
 
 from spacy.tokens import Doc

@@ -1,11 +1,12 @@
 """Shared fixtures: tiny nested-entity examples and a tiny, fast piqn configuration."""
+
 import os
 
 # One torch thread per process: the tests' tiny models gain nothing from more, and test
 # subprocesses (spacy train, spacy project) would otherwise oversubscribe a 2-core machine.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 from pathlib import Path
-from typing import List, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 import pytest
 import spacy
@@ -18,7 +19,15 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 
 # Small enough to overfit in a few seconds on 2 CPU cores.
 TINY_PIQN = {
-    "model": {"hidden_width": 32, "n_queries": 8, "n_layers": 2, "n_heads": 4, "pointer_width": 16, "dropout": 0.0, "classifier_dropout": 0.0},
+    "model": {
+        "hidden_width": 32,
+        "n_queries": 8,
+        "n_layers": 2,
+        "n_heads": 4,
+        "pointer_width": 16,
+        "dropout": 0.0,
+        "classifier_dropout": 0.0,
+    },
     "n_slots": 4,
 }
 
@@ -33,7 +42,9 @@ NESTED_DATA: List[Tuple[str, List[Tuple[int, int, str]]]] = [
 ]
 
 
-def make_examples(nlp: Language, data: Sequence[Tuple[str, List[Tuple[int, int, str]]]], key: str = "sc") -> List[Example]:
+def make_examples(
+    nlp: Language, data: Sequence[Tuple[str, List[Tuple[int, int, str]]]], key: str = "sc"
+) -> List[Example]:
     """Examples on gold tokens (whitespace-split text) with nested spans under ``key``."""
     examples = []
     for text, spans in data:
@@ -42,6 +53,35 @@ def make_examples(nlp: Language, data: Sequence[Tuple[str, List[Tuple[int, int, 
         ref.spans[key] = [Span(ref, s, e, label=label) for s, e, label in spans]
         examples.append(Example(Doc(nlp.vocab, words=words), ref))
     return examples
+
+
+def one_doc_of_sentences(nlp: Language, sentences: Sequence[Tuple[str, List[Tuple[int, int, str]]]], key: str = "sc"):
+    """One Example whose doc is all ``sentences`` in a row, with sentence starts set.
+    RETURNS (Example, make_doc, gold): make_doc(vocab) builds the unannotated doc again."""
+    words, sent_starts, gold = [], [], []
+    for text, spans in sentences:
+        offset = len(words)
+        tokens = text.split()
+        words += tokens
+        sent_starts += [True] + [False] * (len(tokens) - 1)
+        gold += [(s + offset, e + offset, label) for s, e, label in spans]
+
+    def make_doc(vocab):
+        return Doc(vocab, words=words, sent_starts=sent_starts)
+
+    ref = make_doc(nlp.vocab)
+    ref.spans[key] = [Span(ref, s, e, label=label) for s, e, label in gold]
+    return Example(make_doc(nlp.vocab), ref), make_doc, gold
+
+
+def train_examples(nlp: Language, examples: List[Example], steps: int, learn_rate: float = 0.005) -> Dict[str, float]:
+    """Initialize ``nlp`` on ``examples`` and update ``steps`` times. RETURNS the last losses."""
+    optimizer = nlp.initialize(lambda: examples)
+    optimizer.learn_rate = learn_rate
+    losses: Dict[str, float] = {}
+    for _ in range(steps):
+        losses = nlp.update(examples, sgd=optimizer)
+    return losses
 
 
 def spans_of(doc: Doc, key: str = "sc") -> List[Tuple[int, int, str]]:

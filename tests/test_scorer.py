@@ -53,10 +53,7 @@ def make_example(
 def metrics(scores, key=KEY):
     """(strict, loc, cls) P/R/F triples, for compact asserts."""
     prefix = f"spans_{key}"
-    return tuple(
-        tuple(scores[f"{prefix}{kind}_{m}"] for m in "prf")
-        for kind in ("", "_loc", "_cls")
-    )
+    return tuple(tuple(scores[f"{prefix}{kind}_{m}"] for m in "prf") for kind in ("", "_loc", "_cls"))
 
 
 def assert_metrics(scores, strict, loc, cls, key=KEY):
@@ -285,9 +282,7 @@ def test_spans_key_and_extra_cfg(vocab):
     # spans_key chooses both the doc.spans group and the key prefix.
     key = "genia"
     eg = make_example(vocab, [(0, 1, "protein")], [(0, 1, "protein")], key=key)
-    scores = piqn_score(
-        iter([eg]), spans_key=key, labels=["protein", "DNA"], threshold=0.5, max_positive=None
-    )
+    scores = piqn_score(iter([eg]), spans_key=key, labels=["protein", "DNA"], threshold=0.5, max_positive=None)
     assert_metrics(scores, (1, 1, 1), (1, 1, 1), (1, 1, 1), key=key)
     assert not any(k.startswith("spans_sc") for k in scores)
     # The same docs scored under another key have no annotation at all.

@@ -3,6 +3,7 @@
 Two word encoders: any spaCy tok2vec over whole docs (``build_piqn``), or the query-carrying
 transformer, which reads each window with its context and hands the head its query states as
 well (``build_piqn_query_transformer``)."""
+
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Tuple
 
@@ -28,7 +29,9 @@ class PIQNOutput:
         return [w.end - w.start for w in self.windows]
 
 
-def build_piqn(tok2vec: Model[List[Doc], List[Floats2d]], head: Model, get_windows: GetWindows) -> Model[List[Doc], PIQNOutput]:
+def build_piqn(
+    tok2vec: Model[List[Doc], List[Floats2d]], head: Model, get_windows: GetWindows
+) -> Model[List[Doc], PIQNOutput]:
     """Run ``tok2vec`` over whole docs (so windows keep their context), cut the token vectors
     into windows and run the head on each window."""
     model: Model[List[Doc], PIQNOutput] = Model(

@@ -7,6 +7,7 @@ in spacy-transformers); from then on they live in a ``QueryEncoderShim``, whose 
 HF config, the tokenizer files and safetensors weights, so a saved pipeline loads without the
 original directory or the hub.
 """
+
 import logging
 import tempfile
 from pathlib import Path
@@ -123,9 +124,7 @@ class QueryEncoderShim(PyTorchShim):
 
         with tempfile.TemporaryDirectory() as tmp:
             self.tokenizer.save_pretrained(tmp)
-            files = {
-                str(p.relative_to(tmp)): p.read_bytes() for p in sorted(Path(tmp).rglob("*")) if p.is_file()
-            }
+            files = {str(p.relative_to(tmp)): p.read_bytes() for p in sorted(Path(tmp).rglob("*")) if p.is_file()}
         state = {k: v.contiguous() for k, v in encoder.state_dict().items()}
         msg = {
             "encoder": self.encoder_args,

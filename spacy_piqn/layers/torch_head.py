@@ -1,4 +1,5 @@
 """thinc glue for the PyTorch PIQN head: lazy construction, converters, safetensors state."""
+
 import os
 from typing import Any, Callable, List, Optional, Tuple, Union
 
@@ -125,10 +126,7 @@ def convert_inputs(model: Model, X: InT, is_train: bool) -> Tuple[ArgsKwargs, Ca
     Xt = [xp2torch(x, requires_grad=is_train) for x in X]
 
     def get_dX(dXt: ArgsKwargs) -> List[Floats2d]:
-        return [
-            torch2xp(g) if g is not None else model.ops.alloc2f(*x.shape)
-            for g, x in zip(dXt.args[0], X)
-        ]
+        return [torch2xp(g) if g is not None else model.ops.alloc2f(*x.shape) for g, x in zip(dXt.args[0], X)]
 
     return ArgsKwargs(args=(Xt,), kwargs={"all_layers": is_train}), get_dX
 

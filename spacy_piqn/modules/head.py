@@ -5,6 +5,7 @@ queries; per layer an entity pointer scores every word as the left/right boundar
 query's entity and an entity classifier types it. See piqn-spec §2.5–§3 for the behaviour
 these modules follow, and §11 for the pitfalls they avoid.
 """
+
 from typing import List, Optional, Tuple
 
 import torch
@@ -110,9 +111,7 @@ class OneWayLayer(nn.Module):
             query_mask = torch.cat([key_mask, query_keys], dim=-1)
         else:
             k_all, v_all, query_mask = k_w, v_w, key_mask
-        query_ctx = F.scaled_dot_product_attention(
-            q_e, k_all, v_all, attn_mask=query_mask, dropout_p=p_drop
-        )
+        query_ctx = F.scaled_dot_product_attention(q_e, k_all, v_all, attn_mask=query_mask, dropout_p=p_drop)
         # Position-wise parts run once over both streams (same weights).
         hidden = torch.cat([words, queries], dim=1)
         ctx = torch.cat([self._merge(word_ctx), self._merge(query_ctx)], dim=1)
@@ -215,9 +214,7 @@ class PIQNHead(nn.Module):
         self.queries = QueryEmbeddings(n_queries, width, dropout, common_embedding)
         # Query states handed over by a query-carrying encoder replace the learned content.
         self.query_in = nn.Linear(query_in, width) if query_in else None
-        self.layers = nn.ModuleList(
-            OneWayLayer(width, n_heads, dropout, query_interaction) for _ in range(n_layers)
-        )
+        self.layers = nn.ModuleList(OneWayLayer(width, n_heads, dropout, query_interaction) for _ in range(n_layers))
         self.left = EntityPointer(width, pointer_width or width)
         self.right = EntityPointer(width, pointer_width or width)
         self.classifier = EntityClassifier(width, n_heads, n_classes, dropout, cls_dropout)

@@ -137,9 +137,7 @@ class QueryEncoder(nn.Module):
             query_keys = key_mask.new_ones((batch, 1, 1, self.n_queries))
             query_mask = torch.cat([key_mask, query_keys], dim=-1)
         for layer in self.transformer.encoder.layer:
-            words, queries = self._layer(
-                layer, words, queries, position, key_mask, query_mask, frozen
-            )
+            words, queries = self._layer(layer, words, queries, position, key_mask, query_mask, frozen)
         if isinstance(n_words, torch.Tensor):
             n = int(n_words.max()) if n_words.numel() else 0
         else:

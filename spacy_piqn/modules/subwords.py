@@ -74,29 +74,23 @@ def encode_windows(
     _check_tokenizer(tokenizer)
     budget = max_length - 2
     if budget < 1:
-        raise ValueError(
-            f"max_length must be at least 3 (2 special tokens and 1 subword), got {max_length}"
-        )
+        raise ValueError(f"max_length must be at least 3 (2 special tokens and 1 subword), got {max_length}")
     # Each side is cut to the ``max_length`` nearest words before tokenizing, so a whole-doc
     # context costs no more than this. Only words with zero subwords could have fit beyond it.
     lefts = [list(left)[-max_length:] for left, _, _ in windows]
     rights = [list(right)[:max_length] for _, _, right in windows]
     middles = [list(words) for _, words, _ in windows]
-    word_lists = [l + m + r for l, m, r in zip(lefts, middles, rights)]
+    word_lists = [left + middle + right for left, middle, right in zip(lefts, middles, rights)]
     for i, words in enumerate(word_lists):
         for word in words:
             if not isinstance(word, str):
-                raise TypeError(
-                    f"window {i}: words must be str, got {type(word).__name__}: {word!r}"
-                )
-    encoded = tokenizer(
-        word_lists, is_split_into_words=True, add_special_tokens=False, verbose=False
-    )
+                raise TypeError(f"window {i}: words must be str, got {type(word).__name__}: {word!r}")
+    encoded = tokenizer(word_lists, is_split_into_words=True, add_special_tokens=False, verbose=False)
 
     rows: List[Tuple[List[int], List[int], List[int]]] = []
     n_words: List[int] = []
     context_kept: List[Tuple[int, int]] = []
-    for i, (left, middle, right) in enumerate(zip(lefts, middles, rights)):
+    for i, (left, middle, _right) in enumerate(zip(lefts, middles, rights)):
         ids = encoded["input_ids"][i]
         word_ids = encoded.word_ids(i)
         counts = [0] * len(word_lists[i])
