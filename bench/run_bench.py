@@ -1,0 +1,733 @@
+"""PIQN against spaCy's stock span models, under one training budget, on gold tokens.
+
+    python bench/run_bench.py run --mode quick [--datasets genia,conll03] [--encoders tok2vec,minilm]
+    python bench/run_bench.py run --mode full
+    python bench/run_bench.py infer MODEL DEV.spacy --system piqn --encoder tok2vec   # one model, no training
+
+For every (dataset, encoder, system) of the grid, ``run``:
+
+1. converts ``<data-dir>/<dataset>/{train,dev}.jsonl`` with ``python -m spacy_piqn convert`` (quick mode: a
+   seeded sample of the sentences), cached under ``bench/runs/data/<mode>/<dataset>/``;
+2. writes the run's config (``configs/piqn_*.cfg`` or ``bench/configs/<baseline>_*.cfg`` with the budget, the
+   corpus paths and a timed logger filled in) and trains it with ``python -m spacy train``. Both systems of a
+   dataset get the SAME budget: ``max_steps`` updates or ``wall_s`` seconds of training loop, whichever comes
+   first (see bench/bench_logger.py). The console log goes to ``train.log``, the dev scores with their wall
+   times to ``train_log.jsonl``;
+3. in a fresh process, loads ``model-best`` (spaCy's best dev checkpoint, as ``spacy train`` keeps it) and
+   scores the dev docs on their gold tokens with ``spacy-piqn.piqn_scorer.v1`` (strict P/R/F, localization F,
+   classification F); for ``ner`` the predicted ``doc.ents`` are copied to ``doc.spans["sc"]`` first. Then it
+   times ``nlp.pipe`` on fresh gold-token docs of the dev set (one warm-up batch, best of ``--repeats``) with
+   torch on ``--infer-threads`` threads, and the same for the encoder component alone (``tok2vec`` or
+   ``transformer``): an upper bound on the pipeline's throughput;
+4. records the peak RSS (VmHWM, polled with psutil) of the training and of the inference process.
+
+It prints a markdown table, appends one JSON row per result to ``bench/results.jsonl`` and draws
+``bench/f1_over_time.png`` (dev F1 against training-loop wall time, PIQN against its baseline).
+
+The grid: GENIA (nested) runs piqn against ``spancat`` (``spacy.ngram_suggester.v1``, sizes 1..k with k the
+smallest length covering >= 99.5% of the training spans, printed); CoNLL-2003 (flat) runs piqn with
+``decoding = "flat"`` against ``ner``. Encoders: ``tok2vec`` (configs/piqn_tok2vec.cfg and the same tok2vec in
+the baselines) and ``minilm`` (the shared MiniLM transformer of configs/piqn_trf_listener.cfg).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import random
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+BENCH = REPO / "bench"
+RUNS = BENCH / "runs"
+LOGGER_CODE = BENCH / "bench_logger.py"
+DEFAULT_DATA_DIR = Path("/work/shared/data")
+COVERAGE_TARGET = 0.995
+SPLIT = "dev"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One training budget, the same for every system of an encoder."""
+
+    max_steps: int
+    wall_s: float
+    eval_frequency: int
+
+
+@dataclass(frozen=True)
+class Mode:
+    n_train: int  # 0: all sentences
+    n_dev: int
+    encoders: tuple[str, ...]  # default encoders (``--encoders`` adds or replaces)
+    budgets: dict[str, Budget]
+    repeats: int  # timed nlp.pipe passes; the best one counts
+
+
+MODES = {
+    # < 20 min for genia + conll03 with tok2vec on 2 shared cores: 4 runs of 210 s training loop, plus
+    # initialization, evaluation and throughput (15 to 90 s a run) and the conversion (cached). The wall limit
+    # binds first for both systems (spancat makes about 5 steps/s, piqn about 1 on one core).
+    "quick": Mode(
+        n_train=3000,
+        n_dev=500,
+        encoders=("tok2vec",),
+        budgets={
+            "tok2vec": Budget(max_steps=2000, wall_s=210, eval_frequency=50),
+            "minilm": Budget(max_steps=1000, wall_s=600, eval_frequency=50),
+        },
+        repeats=3,
+    ),
+    # Full train -> full dev. tok2vec: the 6,000 steps of configs/piqn_tok2vec.cfg (about 12 GENIA epochs);
+    # minilm: 2,000 steps (twice the 1,000 of the spancat reference number). The wall limits only guard
+    # against runaway runs on slow machines; they are logged when they bind.
+    "full": Mode(
+        n_train=0,
+        n_dev=0,
+        encoders=("tok2vec", "minilm"),
+        budgets={
+            "tok2vec": Budget(max_steps=6000, wall_s=4 * 3600, eval_frequency=500),
+            "minilm": Budget(max_steps=2000, wall_s=8 * 3600, eval_frequency=250),
+        },
+        repeats=3,
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Encoder:
+    configs: dict[str, Path]  # system -> config file
+    pipe: str  # the encoder component, timed alone as the upper bound
+    batch_size: int  # nlp.pipe batch size for the throughput (the configs' [nlp] batch_size)
+    transformer: bool
+
+
+ENCODERS = {
+    "tok2vec": Encoder(
+        configs={
+            "piqn": REPO / "configs" / "piqn_tok2vec.cfg",
+            "spancat": BENCH / "configs" / "spancat_tok2vec.cfg",
+            "ner": BENCH / "configs" / "ner_tok2vec.cfg",
+        },
+        pipe="tok2vec",
+        batch_size=256,
+        transformer=False,
+    ),
+    "minilm": Encoder(
+        configs={
+            "piqn": REPO / "configs" / "piqn_trf_listener.cfg",
+            "spancat": BENCH / "configs" / "spancat_trf.cfg",
+            "ner": BENCH / "configs" / "ner_trf.cfg",
+        },
+        pipe="transformer",
+        batch_size=64,
+        transformer=True,
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Dataset:
+    nested: bool
+    baseline: str
+    piqn_decoding: str
+
+
+DATASETS = {
+    "genia": Dataset(nested=True, baseline="spancat", piqn_decoding="nested"),
+    "conll03": Dataset(nested=False, baseline="ner", piqn_decoding="flat"),
+}
+
+# The dev score each system's training log reports as its strict F (ner scores doc.ents).
+TRAIN_F_KEY = {"piqn": "spans_sc_f", "spancat": "spans_sc_f", "ner": "ents_f"}
+
+
+@dataclass
+class RunResult:
+    system: str
+    encoder: str
+    dataset: str
+    split: str
+    p: float | None
+    r: float | None
+    f: float | None
+    loc_f: float | None
+    cls_f: float | None
+    train_s: float
+    infer_sents_per_s: float
+    infer_words_per_s: float
+    peak_rss_mb: float
+    commit: str
+    date: str
+    machine: str
+    mode: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def row(self) -> dict[str, Any]:
+        row = asdict(self)
+        row.update(row.pop("extra"))
+        return row
+
+
+# ---------------------------------------------------------------------------------------------- environment
+
+
+def git_commit() -> tuple[str, bool]:
+    """HEAD and whether tracked files differ from it (read-only: no index refresh)."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    status = subprocess.run(
+        ["git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=no"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return head or "unknown", bool(status.strip())
+
+
+def machine_description() -> str:
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} logical cores, {platform.system()}"
+
+
+def package_versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {"python": platform.python_version()}
+    for name in ("spacy", "spacy-transformers", "thinc", "torch", "spacy-piqn"):
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
+def child_env(threads: int) -> dict[str, str]:
+    env = dict(os.environ)
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env[name] = str(threads)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def peak_rss_mb(process) -> float:
+    """The process's peak resident set so far: VmHWM on Linux, else its current RSS."""
+    try:
+        for line in Path(f"/proc/{process.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return process.memory_info().rss / 2**20
+
+
+def run_watched(cmd: list[str], log_path: Path, env: dict[str, str], timeout_s: float) -> tuple[int, float, float]:
+    """Run ``cmd`` with stdout+stderr to ``log_path``; return (exit code, wall seconds, peak RSS in MB).
+
+    The peak is polled every 0.2 s; VmHWM is a high-water mark, so a short peak between polls still counts.
+    """
+    import psutil
+
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    peak = 0.0
+    with log_path.open("w", encoding="utf8") as log:
+        log.write("$ " + " ".join(str(c) for c in cmd) + "\n")
+        log.flush()
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+        watched = psutil.Process(proc.pid)
+        try:
+            while proc.poll() is None:
+                try:
+                    peak = max(peak, peak_rss_mb(watched))
+                except psutil.Error:
+                    pass
+                if time.perf_counter() - start > timeout_s:
+                    proc.kill()
+                    proc.wait()
+                    raise RuntimeError(f"{cmd[:4]} ran past {timeout_s:.0f}s and was killed; see {log_path}")
+                time.sleep(0.2)
+        except BaseException:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            raise
+        wall = time.perf_counter() - start
+    return proc.returncode, wall, peak
+
+
+# --------------------------------------------------------------------------------------------------- data
+
+
+def read_jsonl(path: Path) -> list[str]:
+    with path.open(encoding="utf8") as f:
+        return [line for line in f if line.strip()]
+
+
+def prepare_split(src: Path, dest_dir: Path, split: str, n: int, seed: int = 0) -> tuple[Path, Path]:
+    """``(dest_dir/<split>-<n>.spacy, its JSONL)`` from ``src``: a seeded sample of ``n`` sentences, in corpus
+    order (0 or more than there are: all of them, converted from ``src`` itself).
+
+    Cached: converted again only when the source, ``n`` or the seed changed.
+    """
+    lines = read_jsonl(src)
+    sampled = 0 < n < len(lines)
+    stem = f"{split}-{n if sampled else 'all'}"
+    spacy_path = dest_dir / f"{stem}.spacy"
+    jsonl_path = dest_dir / f"{stem}.jsonl" if sampled else src
+    stat = src.stat()
+    key = {"src": str(src), "size": stat.st_size, "mtime": stat.st_mtime, "n": n, "seed": seed}
+    meta_path = dest_dir / f"{stem}.meta.json"
+    if spacy_path.exists() and meta_path.exists() and json.loads(meta_path.read_text()) == key:
+        return spacy_path, jsonl_path
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    if sampled:
+        keep = sorted(random.Random(seed).sample(range(len(lines)), n))
+        jsonl_path.write_text("".join(lines[i] if lines[i].endswith("\n") else lines[i] + "\n" for i in keep))
+    cmd = [sys.executable, "-m", "spacy_piqn", "convert", str(jsonl_path), str(spacy_path)]
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=child_env(1))
+    if done.returncode != 0:
+        raise RuntimeError(f"conversion of {jsonl_path} failed:\n{done.stderr}")
+    meta_path.write_text(json.dumps(key))
+    return spacy_path, jsonl_path
+
+
+def span_length_coverage(jsonl: Path, target: float = COVERAGE_TARGET) -> tuple[int, float, int]:
+    """The smallest k such that spans of 1..k tokens are >= ``target`` of the gold spans: (k, coverage, n)."""
+    lengths: dict[int, int] = {}
+    for line in read_jsonl(jsonl):
+        for ent in json.loads(line)["entities"]:
+            length = ent["end"] - ent["start"]
+            lengths[length] = lengths.get(length, 0) + 1
+    total = sum(lengths.values())
+    if total == 0:
+        raise ValueError(f"no gold spans in {jsonl}: cannot choose ngram sizes")
+    covered = 0
+    for k in sorted(lengths):
+        covered += lengths[k]
+        if covered / total >= target:
+            return k, covered / total, total
+    raise AssertionError("unreachable: the cumulative coverage ends at 1.0")
+
+
+# ----------------------------------------------------------------------------------------------- training
+
+
+def write_run_config(
+    system: str,
+    encoder: str,
+    dataset: str,
+    budget: Budget,
+    train_path: Path,
+    dev_path: Path,
+    run_dir: Path,
+    ngram_max: int | None,
+    trf_name: str | None,
+) -> Path:
+    """The system's config with this run's corpus, budget, logger (and ngram sizes / decoding) filled in."""
+    from spacy.util import load_config
+
+    config = load_config(ENCODERS[encoder].configs[system], interpolate=False)
+    config["paths"]["train"] = str(train_path)
+    config["paths"]["dev"] = str(dev_path)
+    training = config["training"]
+    training["max_steps"] = budget.max_steps
+    training["max_epochs"] = 0
+    training["patience"] = 0
+    training["eval_frequency"] = budget.eval_frequency
+    training["logger"] = {
+        "@loggers": "spacy-piqn-bench.TimedConsoleLogger.v1",
+        "path": str(run_dir / "train_log.jsonl"),
+        "max_wall_s": budget.wall_s,
+        "progress_bar": False,
+    }
+    learn_rate = training["optimizer"].get("learn_rate")
+    if isinstance(learn_rate, dict) and "total_steps" in learn_rate:
+        # The warm-up/linear decay of the transformer configs ends with the budget, not at their 20,000 steps.
+        learn_rate["total_steps"] = budget.max_steps
+    if ENCODERS[encoder].transformer and trf_name is not None:
+        config["vars"]["trf_name"] = trf_name
+    if system == "piqn":
+        config["components"]["piqn"]["decoding"] = DATASETS[dataset].piqn_decoding
+    if system == "spancat":
+        config["components"]["spancat"]["suggester"]["sizes"] = list(range(1, ngram_max + 1))
+    path = run_dir / "config.cfg"
+    config.to_disk(path)
+    return path
+
+
+def read_train_log(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    if not path.exists():
+        return [], None
+    evals, stop = [], None
+    for line in path.read_text(encoding="utf8").splitlines():
+        row = json.loads(line)
+        if row.get("event") == "wall_limit":
+            stop = row
+        else:
+            evals.append(row)
+    return evals, stop
+
+
+# ---------------------------------------------------------------------------------------------- inference
+
+
+def gold_examples(nlp, data_path: Path) -> list:
+    from spacy_piqn.corpus import create_gold_token_corpus
+
+    return list(create_gold_token_corpus(data_path, gold_tokens=True)(nlp))
+
+
+def pipe_rate(nlp, word_lists: list[list[str]], batch_size: int, repeats: int) -> tuple[float, float]:
+    """(sentences/s, words/s) of ``nlp.pipe`` on fresh docs: one warm-up batch, then the best of ``repeats``."""
+    from spacy.tokens import Doc
+
+    def fresh():
+        return [Doc(nlp.vocab, words=words) for words in word_lists]
+
+    list(nlp.pipe(fresh()[:batch_size], batch_size=batch_size))
+    best = float("inf")
+    for _ in range(repeats):
+        docs = fresh()
+        start = time.perf_counter()
+        for _doc in nlp.pipe(docs, batch_size=batch_size):
+            pass
+        best = min(best, time.perf_counter() - start)
+    n_words = sum(len(words) for words in word_lists)
+    return len(word_lists) / best, n_words / best
+
+
+def infer(model: Path, data: Path, system: str, encoder: str, batch_size: int, threads: int, repeats: int) -> dict:
+    """Dev scores on gold tokens and the throughput of the pipeline and of its encoder alone."""
+    import spacy
+    import torch
+    from spacy.tokens import SpanGroup
+    from spacy.training import Example
+
+    from spacy_piqn.scorer import piqn_score
+
+    torch.set_num_threads(threads)
+    nlp = spacy.load(model)
+    examples = gold_examples(nlp, data)
+    if not examples:
+        raise ValueError(f"no docs in {data}")
+    predicted = list(nlp.pipe((eg.predicted for eg in examples), batch_size=batch_size))
+    scored = []
+    for doc, eg in zip(predicted, examples):
+        if system == "ner":
+            doc.spans["sc"] = SpanGroup(doc, name="sc", spans=list(doc.ents))
+        scored.append(Example(doc, eg.reference))
+    scores = piqn_score(scored, spans_key="sc")
+    word_lists = [[token.text for token in eg.reference] for eg in examples]
+    sents, words = pipe_rate(nlp, word_lists, batch_size, repeats)
+    pipe = ENCODERS[encoder].pipe
+    with nlp.select_pipes(enable=[pipe]):
+        enc_sents, enc_words = pipe_rate(nlp, word_lists, batch_size, repeats)
+    return {
+        "p": scores["spans_sc_p"],
+        "r": scores["spans_sc_r"],
+        "f": scores["spans_sc_f"],
+        "loc_f": scores["spans_sc_loc_f"],
+        "cls_f": scores["spans_sc_cls_f"],
+        "per_type": scores.get("spans_sc_per_type"),
+        "n_docs": len(examples),
+        "n_words": sum(len(words) for words in word_lists),
+        "infer_sents_per_s": sents,
+        "infer_words_per_s": words,
+        "encoder_sents_per_s": enc_sents,
+        "encoder_words_per_s": enc_words,
+        "batch_size": batch_size,
+        "torch_threads": torch.get_num_threads(),
+        "repeats": repeats,
+    }
+
+
+# ---------------------------------------------------------------------------------------------------- run
+
+
+def bench_one(
+    system: str,
+    encoder: str,
+    dataset: str,
+    mode_name: str,
+    budget: Budget,
+    data: dict[str, Path],
+    ngram_max: int | None,
+    args: argparse.Namespace,
+    env_info: dict[str, Any],
+) -> tuple[RunResult, list[dict[str, Any]]]:
+    mode = MODES[mode_name]
+    run_dir = RUNS / mode_name / dataset / encoder / system
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config_path = write_run_config(
+        system, encoder, dataset, budget, data["train"], data["dev"], run_dir, ngram_max, args.trf_name
+    )
+    train_cmd = [
+        sys.executable, "-m", "spacy", "train", str(config_path),
+        "--output", str(run_dir), "--code", str(LOGGER_CODE),
+    ]  # fmt: skip
+    print(f"[{dataset}/{encoder}/{system}] training: max_steps={budget.max_steps}, wall limit {budget.wall_s:g}s, "
+          f"eval every {budget.eval_frequency} steps, {args.train_threads} thread(s); log {run_dir / 'train.log'}",
+          flush=True)  # fmt: skip
+    train_load = round(os.getloadavg()[0], 2)
+    code, train_s, train_peak = run_watched(
+        train_cmd, run_dir / "train.log", child_env(args.train_threads), budget.wall_s + args.grace_s
+    )
+    evals, stop = read_train_log(run_dir / "train_log.jsonl")
+    model = run_dir / "model-best"
+    if not (model / "meta.json").exists():
+        model = run_dir / "model-last"
+    if (code != 0 and stop is None) or not (model / "meta.json").exists():
+        raise RuntimeError(f"spacy train failed (exit {code}); see {run_dir / 'train.log'}")
+    steps = stop["steps"] if stop else budget.max_steps + 1  # spaCy's steps count from 0
+    stopped_by = "wall_s" if stop else "max_steps"
+    f_key = TRAIN_F_KEY[system]
+    best = max(evals, key=lambda row: row["score"]) if evals else None
+    print(f"[{dataset}/{encoder}/{system}] trained {steps} steps in {train_s:.0f}s (stopped by {stopped_by}), "
+          f"best dev {f_key} {100 * best['scores'].get(f_key, 0):.2f} at step {best['step']}; evaluating {model.name}",
+          flush=True)  # fmt: skip
+
+    infer_json = run_dir / "infer.json"
+    batch_size = args.batch_size or ENCODERS[encoder].batch_size
+    infer_cmd = [
+        sys.executable, str(Path(__file__).resolve()), "infer", str(model), str(data["dev"]),
+        "--system", system, "--encoder", encoder, "--batch-size", str(batch_size), "--threads", str(args.infer_threads),
+        "--repeats", str(args.repeats or mode.repeats), "--output", str(infer_json),
+    ]  # fmt: skip
+    infer_load = round(os.getloadavg()[0], 2)
+    code, infer_s, infer_peak = run_watched(
+        infer_cmd, run_dir / "infer.log", child_env(args.infer_threads), args.infer_timeout_s
+    )
+    if code != 0:
+        raise RuntimeError(f"inference failed (exit {code}); see {run_dir / 'infer.log'}")
+    measured = json.loads(infer_json.read_text())
+    extra = {
+        "train_peak_rss_mb": round(train_peak, 1),
+        "infer_peak_rss_mb": round(infer_peak, 1),
+        "encoder_sents_per_s": round(measured["encoder_sents_per_s"], 1),
+        "encoder_words_per_s": round(measured["encoder_words_per_s"], 1),
+        "batch_size": measured["batch_size"],
+        "torch_threads": measured["torch_threads"],
+        "train_threads": args.train_threads,
+        "max_steps": budget.max_steps,
+        "wall_limit_s": budget.wall_s,
+        "eval_frequency": budget.eval_frequency,
+        "steps": steps,
+        "stopped_by": stopped_by,
+        "train_loop_s": round(stop["wall_s"] if stop else (evals[-1]["wall_s"] if evals else train_s), 1),
+        "best_step": best["step"] if best else None,
+        "model": model.name,
+        "n_train_docs": env_info["n_train"][dataset],
+        "n_dev_docs": measured["n_docs"],
+        "n_dev_words": measured["n_words"],
+        "config": str(config_path.relative_to(REPO)),
+        "dirty": env_info["dirty"],
+        "load_avg_1m": {"train_start": train_load, "infer_start": infer_load},
+        "versions": env_info["versions"],
+    }
+    if system == "piqn":
+        extra["decoding"] = DATASETS[dataset].piqn_decoding
+    if system == "spancat":
+        extra["ngram_sizes"] = f"1-{ngram_max}"
+    if ENCODERS[encoder].transformer:
+        extra["trf_name"] = args.trf_name or "config default"
+    result = RunResult(
+        system=system,
+        encoder=encoder,
+        dataset=dataset,
+        split=SPLIT,
+        p=measured["p"],
+        r=measured["r"],
+        f=measured["f"],
+        loc_f=measured["loc_f"],
+        cls_f=measured["cls_f"],
+        train_s=round(train_s, 1),
+        infer_sents_per_s=round(measured["infer_sents_per_s"], 1),
+        infer_words_per_s=round(measured["infer_words_per_s"], 1),
+        peak_rss_mb=round(max(train_peak, infer_peak), 1),
+        commit=env_info["commit"],
+        date=env_info["date"],
+        machine=env_info["machine"],
+        mode=mode_name,
+        extra=extra,
+    )
+    curve = [{"wall_s": row["wall_s"], "step": row["step"], "f": row["scores"].get(f_key)} for row in evals]
+    return result, curve
+
+
+def pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.2f}"
+
+
+def markdown_table(results: list[RunResult]) -> str:
+    header = (
+        "| dataset | encoder | system | P | R | F | loc F | cls F | steps (stop) | train s | sents/s | words/s "
+        "| encoder sents/s | peak RSS train / infer MB |"
+    )
+    rule = "|" + "|".join(["---"] * 3 + ["---:"] * 11) + "|"
+    rows = [header, rule]
+    for res in results:
+        x = res.extra
+        system = res.system + (f" ({x['decoding']})" if "decoding" in x else "")
+        system += f" (ngrams {x['ngram_sizes']})" if "ngram_sizes" in x else ""
+        rows.append(
+            f"| {res.dataset} | {res.encoder} | {system} | {pct(res.p)} | {pct(res.r)} | {pct(res.f)} "
+            f"| {pct(res.loc_f)} | {pct(res.cls_f)} | {x['steps']} ({x['stopped_by']}) | {res.train_s:.0f} "
+            f"| {res.infer_sents_per_s:.0f} | {res.infer_words_per_s:.0f} | {x['encoder_sents_per_s']:.0f} "
+            f"| {x['train_peak_rss_mb']:.0f} / {x['infer_peak_rss_mb']:.0f} |"
+        )
+    return "\n".join(rows)
+
+
+def plot_curves(curves: dict[tuple[str, str, str], list[dict[str, Any]]], mode: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = sorted({(dataset, encoder) for dataset, encoder, _ in curves})
+    fig, axes = plt.subplots(1, len(groups), figsize=(5.5 * len(groups), 4), squeeze=False)
+    for ax, (dataset, encoder) in zip(axes[0], groups):
+        for (d, e, system), points in sorted(curves.items()):
+            if (d, e) != (dataset, encoder) or not points:
+                continue
+            label = f"{system} ({DATASETS[dataset].piqn_decoding})" if system == "piqn" else system
+            ax.plot([p["wall_s"] for p in points], [100 * (p["f"] or 0.0) for p in points], marker=".", label=label)
+        ax.set_title(f"{dataset} dev, {encoder} ({mode} mode)")
+        ax.set_xlabel("training-loop wall time, s (dev evaluations included)")
+        ax.set_ylabel("strict F1 (%)")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run_command(args: argparse.Namespace) -> None:
+    mode = MODES[args.mode]
+    datasets = args.datasets.split(",") if args.datasets else list(DATASETS)
+    encoders = args.encoders.split(",") if args.encoders else list(mode.encoders)
+    for name, known in (("dataset", DATASETS), ("encoder", ENCODERS)):
+        for value in datasets if name == "dataset" else encoders:
+            if value not in known:
+                raise SystemExit(f"error: unknown {name} {value!r}; choose from {', '.join(known)}")
+    commit, dirty = git_commit()
+    env_info: dict[str, Any] = {
+        "commit": commit,
+        "dirty": dirty,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine_description(),
+        "n_train": {},
+        "versions": package_versions(),
+    }
+    print(f"mode {args.mode}: datasets {datasets}, encoders {encoders}; commit {commit}{' (dirty)' if dirty else ''}; "
+          f"{env_info['machine']}", flush=True)  # fmt: skip
+    started = time.perf_counter()
+    results: list[RunResult] = []
+    curves: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for dataset in datasets:
+        src = args.data_dir / dataset
+        data_dir = RUNS / "data" / dataset
+        n_train = mode.n_train if args.n_train is None else args.n_train
+        n_dev = mode.n_dev if args.n_dev is None else args.n_dev
+        train_path, train_jsonl = prepare_split(src / "train.jsonl", data_dir, "train", n_train)
+        dev_path, dev_jsonl = prepare_split(src / "dev.jsonl", data_dir, "dev", n_dev)
+        data = {"train": train_path, "dev": dev_path}
+        env_info["n_train"][dataset] = len(read_jsonl(train_jsonl))
+        print(f"[{dataset}] data: {env_info['n_train'][dataset]} train / {len(read_jsonl(dev_jsonl))} dev sentences: "
+              f"{train_path}, {dev_path}", flush=True)  # fmt: skip
+        baseline = DATASETS[dataset].baseline
+        ngram_max = None
+        if baseline == "spancat":
+            ngram_max, coverage, n_spans = span_length_coverage(train_jsonl)
+            print(f"[{dataset}] spancat ngram sizes 1-{ngram_max}: {100 * coverage:.2f}% of the {n_spans} training "
+                  f"spans (target >= {100 * COVERAGE_TARGET:.1f}%)", flush=True)  # fmt: skip
+        for encoder in encoders:
+            budget = mode.budgets[encoder]
+            if args.max_steps is not None or args.wall_s is not None:
+                budget = Budget(
+                    max_steps=args.max_steps if args.max_steps is not None else budget.max_steps,
+                    wall_s=args.wall_s if args.wall_s is not None else budget.wall_s,
+                    eval_frequency=budget.eval_frequency,
+                )
+            for system in ("piqn", baseline):
+                result, curve = bench_one(system, encoder, dataset, args.mode, budget, data, ngram_max, args, env_info)
+                results.append(result)
+                curves[(dataset, encoder, system)] = curve
+                with args.results.open("a", encoding="utf8") as f:
+                    f.write(json.dumps(result.row()) + "\n")
+                print(f"[{dataset}/{encoder}/{system}] F {pct(result.f)}, {result.infer_sents_per_s:.0f} sents/s; "
+                      f"appended to {args.results}", flush=True)  # fmt: skip
+    table = markdown_table(results)
+    print()
+    print(table)
+    (RUNS / args.mode).mkdir(parents=True, exist_ok=True)
+    (RUNS / args.mode / "table.md").write_text(table + "\n", encoding="utf8")
+    plot_curves(curves, args.mode, args.plot)
+    print(f"\nF1-over-time plot: {args.plot}; total {time.perf_counter() - started:.0f}s")
+
+
+def infer_command(args: argparse.Namespace) -> None:
+    measured = infer(args.model, args.data, args.system, args.encoder, args.batch_size, args.threads, args.repeats)
+    print(json.dumps(measured, indent=2))
+    if args.output is not None:
+        args.output.write_text(json.dumps(measured), encoding="utf8")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="train, evaluate and time the grid of a mode")
+    run.add_argument("--mode", choices=sorted(MODES), default="quick")
+    run.add_argument("--datasets", help=f"comma-separated subset of {','.join(DATASETS)} (default: all)")
+    run.add_argument("--encoders", help=f"comma-separated subset of {','.join(ENCODERS)} (default: the mode's)")
+    run.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR, help="holds <dataset>/{train,dev}.jsonl")
+    run.add_argument("--trf-name", help="vars.trf_name of the minilm configs (default: the configs' own)")
+    run.add_argument("--n-train", type=int, help="override the mode's number of train sentences (0: all)")
+    run.add_argument("--n-dev", type=int, help="override the mode's number of dev sentences (0: all)")
+    run.add_argument("--repeats", type=int, help="timed nlp.pipe passes, best counts (default: the mode's)")
+    run.add_argument("--max-steps", type=int, help="override the mode's max_steps (all systems alike)")
+    run.add_argument("--wall-s", type=float, help="override the mode's training wall limit (all systems alike)")
+    run.add_argument("--batch-size", type=int, help="nlp.pipe batch size (default: 256 tok2vec, 64 minilm)")
+    run.add_argument("--train-threads", type=int, default=1, help="OMP/torch threads of spacy train")
+    run.add_argument("--infer-threads", type=int, default=2, help="torch threads for inference and timing")
+    run.add_argument("--grace-s", type=float, default=600, help="kill spacy train this long after its wall limit")
+    run.add_argument("--infer-timeout-s", type=float, default=3600)
+    run.add_argument("--results", type=Path, default=BENCH / "results.jsonl")
+    run.add_argument("--plot", type=Path, default=BENCH / "f1_over_time.png")
+    run.set_defaults(func=run_command)
+
+    inf = sub.add_parser("infer", help="score one trained pipeline on gold tokens and time it")
+    inf.add_argument("model", type=Path)
+    inf.add_argument("data", type=Path, help=".spacy DocBin with gold doc.spans['sc']")
+    inf.add_argument("--system", choices=("piqn", "spancat", "ner"), required=True)
+    inf.add_argument("--encoder", choices=sorted(ENCODERS), required=True)
+    inf.add_argument("--batch-size", type=int, default=256)
+    inf.add_argument("--threads", type=int, default=2)
+    inf.add_argument("--repeats", type=int, default=2)
+    inf.add_argument("--output", type=Path)
+    inf.set_defaults(func=infer_command)
+
+    args = parser.parse_args(argv)
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()
