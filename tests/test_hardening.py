@@ -19,7 +19,6 @@ from .conftest import (
     NESTED_DATA,
     REPO,
     TINY_PIQN,
-    make_examples,
     one_doc_of_sentences,
     spans_of,
     train_examples,
@@ -58,20 +57,6 @@ def test_whitespace_and_huge_docs(trained_tiny):
     ]
     for doc in nlp.pipe(docs, batch_size=2):
         check_group(nlp, doc)
-
-
-def test_dense_doc_trains_and_logs_capacity(caplog):
-    # 3x more entities than the 8 queries in one window.
-    data = [(" ".join(["IL-2"] * 24), [(i, i + 1, "protein") for i in range(24)])]
-    fix_random_seed(0)
-    nlp = spacy.blank("en")
-    nlp.add_pipe("piqn", config=TINY_PIQN)
-    examples = make_examples(nlp, data)
-    optimizer = nlp.initialize(lambda: examples)
-    with caplog.at_level(logging.WARNING, logger="spacy_piqn"):
-        for _ in range(3):
-            losses = nlp.update(examples, sgd=optimizer)
-    assert np.isfinite(losses["piqn"]) and "W001" in caplog.text
 
 
 def test_long_doc_trains_and_finds_entities_in_the_last_window():
