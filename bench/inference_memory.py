@@ -1,7 +1,8 @@
 """Does inference memory grow over many docs? Prints RSS every 1,000 docs.
 
-    python bench/inference_memory.py MODEL_DIR DATA.spacy [--n-docs 10000] [--batch-size 64]
+python bench/inference_memory.py MODEL_DIR DATA.spacy [--n-docs 10000] [--batch-size 64]
 """
+
 import argparse
 import itertools
 import time

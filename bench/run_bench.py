@@ -41,7 +41,9 @@ import random
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +107,7 @@ MODES = {
 @dataclass(frozen=True)
 class Encoder:
     configs: dict[str, Path]  # system -> config file
-    pipe: str  # the encoder component, timed alone as the upper bound
+    pipe: str  # the encoder component, timed alone as the upper bound (a pipeline without it: not timed)
     batch_size: int  # nlp.pipe batch size for the throughput (the configs' [nlp] batch_size)
     transformer: bool
 
@@ -124,6 +126,8 @@ ENCODERS = {
     "minilm": Encoder(
         configs={
             "piqn": REPO / "configs" / "piqn_trf_listener.cfg",
+            # PIQN's own encoder: the queries ride through MiniLM (spacy-piqn.QueryTransformer.v1).
+            "piqn_qt": REPO / "configs" / "piqn_trf.cfg",
             "spancat": BENCH / "configs" / "spancat_trf.cfg",
             "ner": BENCH / "configs" / "ner_trf.cfg",
         },
@@ -147,7 +151,10 @@ DATASETS = {
 }
 
 # The dev score each system's training log reports as its strict F (ner scores doc.ents).
-TRAIN_F_KEY = {"piqn": "spans_sc_f", "spancat": "spans_sc_f", "ner": "ents_f"}
+TRAIN_F_KEY = {"piqn": "spans_sc_f", "piqn_qt": "spans_sc_f", "spancat": "spans_sc_f", "ner": "ents_f"}
+PIQN_SYSTEMS = ("piqn", "piqn_qt")
+# PIQN freezes BERT for 5 of its 50 GENIA epochs; a budgeted run freezes the same share of its max_steps.
+FREEZE_SHARE = 0.1
 
 
 @dataclass
@@ -192,7 +199,7 @@ def git_commit() -> tuple[str, bool]:
     return head or "unknown", bool(status.strip())
 
 
-def machine_description() -> str:
+def machine_description(gpu_id: int = -1) -> str:
     model = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -201,7 +208,12 @@ def machine_description() -> str:
                 break
     except OSError:
         pass
-    return f"{model}, {os.cpu_count()} logical cores, {platform.system()}"
+    description = f"{model}, {os.cpu_count()} logical cores, {platform.system()}"
+    if gpu_id >= 0:
+        import torch
+
+        description += f", GPU {gpu_id}: {torch.cuda.get_device_name(gpu_id)}"
+    return description
 
 
 def package_versions() -> dict[str, str]:
@@ -257,9 +269,12 @@ def run_watched(cmd: list[str], log_path: Path, env: dict[str, str], timeout_s: 
                 except psutil.Error:
                     pass
                 if time.perf_counter() - start > timeout_s:
+                    # The caller decides whether what the process left (e.g. model-best) is usable.
+                    print(f"{cmd[:4]} ran past {timeout_s:.0f}s and was killed; see {log_path}", flush=True)
                     proc.kill()
                     proc.wait()
-                    raise RuntimeError(f"{cmd[:4]} ran past {timeout_s:.0f}s and was killed; see {log_path}")
+                    log.write(f"\n[run_bench] killed after {timeout_s:.0f}s\n")
+                    break
                 time.sleep(0.2)
         except BaseException:
             if proc.poll() is None:
@@ -337,6 +352,7 @@ def write_run_config(
     run_dir: Path,
     ngram_max: int | None,
     trf_name: str | None,
+    overrides: list[tuple[str, str, Any]] = [],
 ) -> Path:
     """The system's config with this run's corpus, budget, logger (and ngram sizes / decoding) filled in."""
     from spacy.util import load_config
@@ -359,10 +375,20 @@ def write_run_config(
     if isinstance(learn_rate, dict) and "total_steps" in learn_rate:
         # The warm-up/linear decay of the transformer configs ends with the budget, not at their 20,000 steps.
         learn_rate["total_steps"] = budget.max_steps
+    before_update = training.get("before_update")
+    if isinstance(before_update, dict) and "steps" in before_update:
+        before_update["steps"] = round(FREEZE_SHARE * budget.max_steps)
     if ENCODERS[encoder].transformer and trf_name is not None:
         config["vars"]["trf_name"] = trf_name
-    if system == "piqn":
+    if system in PIQN_SYSTEMS:
         config["components"]["piqn"]["decoding"] = DATASETS[dataset].piqn_decoding
+    for target, dotted, value in overrides:
+        if target == system:
+            section = config
+            *parents, leaf = dotted.split(".")
+            for key in parents:
+                section = section[key]
+            section[leaf] = value
     if system == "spancat":
         config["components"]["spancat"]["suggester"]["sizes"] = list(range(1, ngram_max + 1))
     path = run_dir / "config.cfg"
@@ -411,7 +437,9 @@ def pipe_rate(nlp, word_lists: list[list[str]], batch_size: int, repeats: int) -
     return len(word_lists) / best, n_words / best
 
 
-def infer(model: Path, data: Path, system: str, encoder: str, batch_size: int, threads: int, repeats: int) -> dict:
+def infer(
+    model: Path, data: Path, system: str, encoder: str, batch_size: int, threads: int, repeats: int, gpu_id: int = -1
+) -> dict:
     """Dev scores on gold tokens and the throughput of the pipeline and of its encoder alone."""
     import spacy
     import torch
@@ -421,6 +449,8 @@ def infer(model: Path, data: Path, system: str, encoder: str, batch_size: int, t
     from spacy_piqn.scorer import piqn_score
 
     torch.set_num_threads(threads)
+    if gpu_id >= 0:
+        spacy.require_gpu(gpu_id)
     nlp = spacy.load(model)
     examples = gold_examples(nlp, data)
     if not examples:
@@ -435,8 +465,10 @@ def infer(model: Path, data: Path, system: str, encoder: str, batch_size: int, t
     word_lists = [[token.text for token in eg.reference] for eg in examples]
     sents, words = pipe_rate(nlp, word_lists, batch_size, repeats)
     pipe = ENCODERS[encoder].pipe
-    with nlp.select_pipes(enable=[pipe]):
-        enc_sents, enc_words = pipe_rate(nlp, word_lists, batch_size, repeats)
+    enc_sents = enc_words = None
+    if pipe in nlp.pipe_names:
+        with nlp.select_pipes(enable=[pipe]):
+            enc_sents, enc_words = pipe_rate(nlp, word_lists, batch_size, repeats)
     return {
         "p": scores["spans_sc_p"],
         "r": scores["spans_sc_r"],
@@ -453,13 +485,30 @@ def infer(model: Path, data: Path, system: str, encoder: str, batch_size: int, t
         "batch_size": batch_size,
         "torch_threads": torch.get_num_threads(),
         "repeats": repeats,
+        "gpu_id": gpu_id,
     }
 
 
 # ---------------------------------------------------------------------------------------------------- run
 
 
-def bench_one(
+@dataclass
+class Trained:
+    """What one training run left for its evaluation."""
+
+    system: str
+    encoder: str
+    dataset: str
+    budget: Budget
+    run_dir: Path
+    config_path: Path
+    code: int
+    train_s: float
+    train_peak: float
+    train_load: float
+
+
+def train_one(
     system: str,
     encoder: str,
     dataset: str,
@@ -468,25 +517,36 @@ def bench_one(
     data: dict[str, Path],
     ngram_max: int | None,
     args: argparse.Namespace,
-    env_info: dict[str, Any],
-) -> tuple[RunResult, list[dict[str, Any]]]:
-    mode = MODES[mode_name]
-    run_dir = RUNS / mode_name / dataset / encoder / system
+) -> Trained:
+    run_dir = args.runs_dir / mode_name / dataset / encoder / system
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path = write_run_config(
-        system, encoder, dataset, budget, data["train"], data["dev"], run_dir, ngram_max, args.trf_name
+        system, encoder, dataset, budget, data["train"], data["dev"], run_dir, ngram_max, args.trf_name, args.set
     )
     train_cmd = [
         sys.executable, "-m", "spacy", "train", str(config_path),
-        "--output", str(run_dir), "--code", str(LOGGER_CODE),
+        "--output", str(run_dir), "--code", str(LOGGER_CODE), "--gpu-id", str(args.gpu_id),
     ]  # fmt: skip
     print(f"[{dataset}/{encoder}/{system}] training: max_steps={budget.max_steps}, wall limit {budget.wall_s:g}s, "
-          f"eval every {budget.eval_frequency} steps, {args.train_threads} thread(s); log {run_dir / 'train.log'}",
-          flush=True)  # fmt: skip
+          f"eval every {budget.eval_frequency} steps, {args.train_threads} thread(s), gpu_id {args.gpu_id}; "
+          f"log {run_dir / 'train.log'}", flush=True)  # fmt: skip
     train_load = round(os.getloadavg()[0], 2)
     code, train_s, train_peak = run_watched(
         train_cmd, run_dir / "train.log", child_env(args.train_threads), budget.wall_s + args.grace_s
     )
+    return Trained(system, encoder, dataset, budget, run_dir, config_path, code, train_s, train_peak, train_load)
+
+
+def evaluate_one(
+    trained: Trained, mode_name: str, data: dict[str, Path], ngram_max: int | None, args: argparse.Namespace,
+    env_info: dict[str, Any],
+) -> tuple[RunResult, list[dict[str, Any]]]:  # fmt: skip
+    mode = MODES[mode_name]
+    system, encoder, dataset, budget, run_dir = (
+        trained.system, trained.encoder, trained.dataset, trained.budget, trained.run_dir
+    )  # fmt: skip
+    code, train_s, train_peak, train_load = trained.code, trained.train_s, trained.train_peak, trained.train_load
+    config_path = trained.config_path
     evals, stop = read_train_log(run_dir / "train_log.jsonl")
     model = run_dir / "model-best"
     if not (model / "meta.json").exists():
@@ -506,7 +566,7 @@ def bench_one(
     infer_cmd = [
         sys.executable, str(Path(__file__).resolve()), "infer", str(model), str(data["dev"]),
         "--system", system, "--encoder", encoder, "--batch-size", str(batch_size), "--threads", str(args.infer_threads),
-        "--repeats", str(args.repeats or mode.repeats), "--output", str(infer_json),
+        "--repeats", str(args.repeats or mode.repeats), "--output", str(infer_json), "--gpu-id", str(args.gpu_id),
     ]  # fmt: skip
     infer_load = round(os.getloadavg()[0], 2)
     code, infer_s, infer_peak = run_watched(
@@ -518,8 +578,10 @@ def bench_one(
     extra = {
         "train_peak_rss_mb": round(train_peak, 1),
         "infer_peak_rss_mb": round(infer_peak, 1),
-        "encoder_sents_per_s": round(measured["encoder_sents_per_s"], 1),
-        "encoder_words_per_s": round(measured["encoder_words_per_s"], 1),
+        "encoder_sents_per_s": rounded(measured["encoder_sents_per_s"]),
+        "encoder_words_per_s": rounded(measured["encoder_words_per_s"]),
+        "gpu_id": args.gpu_id,
+        "parallel_training": args.parallel,
         "batch_size": measured["batch_size"],
         "torch_threads": measured["torch_threads"],
         "train_threads": args.train_threads,
@@ -534,12 +596,12 @@ def bench_one(
         "n_train_docs": env_info["n_train"][dataset],
         "n_dev_docs": measured["n_docs"],
         "n_dev_words": measured["n_words"],
-        "config": str(config_path.relative_to(REPO)),
+        "config": str(config_path.relative_to(REPO) if config_path.is_relative_to(REPO) else config_path),
         "dirty": env_info["dirty"],
         "load_avg_1m": {"train_start": train_load, "infer_start": infer_load},
         "versions": env_info["versions"],
     }
-    if system == "piqn":
+    if system in PIQN_SYSTEMS:
         extra["decoding"] = DATASETS[dataset].piqn_decoding
     if system == "spancat":
         extra["ngram_sizes"] = f"1-{ngram_max}"
@@ -569,8 +631,16 @@ def bench_one(
     return result, curve
 
 
+def rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
 def pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.2f}"
+
+
+def count(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
 
 
 def markdown_table(results: list[RunResult]) -> str:
@@ -587,7 +657,7 @@ def markdown_table(results: list[RunResult]) -> str:
         rows.append(
             f"| {res.dataset} | {res.encoder} | {system} | {pct(res.p)} | {pct(res.r)} | {pct(res.f)} "
             f"| {pct(res.loc_f)} | {pct(res.cls_f)} | {x['steps']} ({x['stopped_by']}) | {res.train_s:.0f} "
-            f"| {res.infer_sents_per_s:.0f} | {res.infer_words_per_s:.0f} | {x['encoder_sents_per_s']:.0f} "
+            f"| {res.infer_sents_per_s:.0f} | {res.infer_words_per_s:.0f} | {count(x['encoder_sents_per_s'])} "
             f"| {x['train_peak_rss_mb']:.0f} / {x['infer_peak_rss_mb']:.0f} |"
         )
     return "\n".join(rows)
@@ -605,7 +675,8 @@ def plot_curves(curves: dict[tuple[str, str, str], list[dict[str, Any]]], mode: 
         for (d, e, system), points in sorted(curves.items()):
             if (d, e) != (dataset, encoder) or not points:
                 continue
-            label = f"{system} ({DATASETS[dataset].piqn_decoding})" if system == "piqn" else system
+            decoding = DATASETS[dataset].piqn_decoding
+            label = f"{system} ({decoding})" if system in PIQN_SYSTEMS else system
             ax.plot([p["wall_s"] for p in points], [100 * (p["f"] or 0.0) for p in points], marker=".", label=label)
         ax.set_title(f"{dataset} dev, {encoder} ({mode} mode)")
         ax.set_xlabel("training-loop wall time, s (dev evaluations included)")
@@ -630,7 +701,7 @@ def run_command(args: argparse.Namespace) -> None:
         "commit": commit,
         "dirty": dirty,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": machine_description(),
+        "machine": machine_description(args.gpu_id),
         "n_train": {},
         "versions": package_versions(),
     }
@@ -641,7 +712,7 @@ def run_command(args: argparse.Namespace) -> None:
     curves: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for dataset in datasets:
         src = args.data_dir / dataset
-        data_dir = RUNS / "data" / dataset
+        data_dir = args.runs_dir / "data" / dataset
         n_train = mode.n_train if args.n_train is None else args.n_train
         n_dev = mode.n_dev if args.n_dev is None else args.n_dev
         train_path, train_jsonl = prepare_split(src / "train.jsonl", data_dir, "train", n_train)
@@ -664,8 +735,23 @@ def run_command(args: argparse.Namespace) -> None:
                     wall_s=args.wall_s if args.wall_s is not None else budget.wall_s,
                     eval_frequency=budget.eval_frequency,
                 )
-            for system in ("piqn", baseline):
-                result, curve = bench_one(system, encoder, dataset, args.mode, budget, data, ngram_max, args, env_info)
+            systems = [s for s in (*PIQN_SYSTEMS, baseline) if s in ENCODERS[encoder].configs]
+            if args.systems:
+                systems = [s for s in systems if s in args.systems.split(",")]
+
+            train = partial(
+                train_one, encoder=encoder, dataset=dataset, mode_name=args.mode, budget=budget, data=data,
+                ngram_max=ngram_max, args=args,
+            )  # fmt: skip
+            if args.parallel:
+                # Concurrent training (e.g. several processes sharing one GPU); evaluation stays sequential.
+                with ThreadPoolExecutor(max_workers=len(systems)) as pool:
+                    trained = list(pool.map(train, systems))
+            else:
+                trained = [train(system) for system in systems]
+            for run in trained:
+                system = run.system
+                result, curve = evaluate_one(run, args.mode, data, ngram_max, args, env_info)
                 results.append(result)
                 curves[(dataset, encoder, system)] = curve
                 with args.results.open("a", encoding="utf8") as f:
@@ -675,17 +761,35 @@ def run_command(args: argparse.Namespace) -> None:
     table = markdown_table(results)
     print()
     print(table)
-    (RUNS / args.mode).mkdir(parents=True, exist_ok=True)
-    (RUNS / args.mode / "table.md").write_text(table + "\n", encoding="utf8")
-    plot_curves(curves, args.mode, args.plot)
-    print(f"\nF1-over-time plot: {args.plot}; total {time.perf_counter() - started:.0f}s")
+    (args.runs_dir / args.mode).mkdir(parents=True, exist_ok=True)
+    (args.runs_dir / args.mode / "table.md").write_text(table + "\n", encoding="utf8")
+    try:
+        plot_curves(curves, args.mode, args.plot)
+        print(f"\nF1-over-time plot: {args.plot}; total {time.perf_counter() - started:.0f}s")
+    except ImportError as err:
+        print(f"\nno plot ({err}); total {time.perf_counter() - started:.0f}s")
 
 
 def infer_command(args: argparse.Namespace) -> None:
-    measured = infer(args.model, args.data, args.system, args.encoder, args.batch_size, args.threads, args.repeats)
+    measured = infer(
+        args.model, args.data, args.system, args.encoder, args.batch_size, args.threads, args.repeats, args.gpu_id
+    )
     print(json.dumps(measured, indent=2))
     if args.output is not None:
         args.output.write_text(json.dumps(measured), encoding="utf8")
+
+
+def parse_override(text: str) -> tuple[str, str, Any]:
+    """ "piqn_qt:components.piqn.model.head_lr_scale=1" -> ("piqn_qt", "components.piqn.model.head_lr_scale", 1)."""
+    try:
+        target, rest = text.split(":", 1)
+        dotted, value = rest.split("=", 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected SYSTEM:SECTION.KEY=VALUE, got {text!r}") from None
+    try:
+        return target, dotted, json.loads(value)
+    except json.JSONDecodeError:
+        return target, dotted, value
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -710,6 +814,18 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--infer-threads", type=int, default=2, help="torch threads for inference and timing")
     run.add_argument("--grace-s", type=float, default=600, help="kill spacy train this long after its wall limit")
     run.add_argument("--infer-timeout-s", type=float, default=3600)
+    run.add_argument("--systems", help="comma-separated subset of piqn,piqn_qt,spancat,ner (default: all)")
+    run.add_argument("--gpu-id", type=int, default=-1, help="train and run the pipelines on this GPU (-1: CPU)")
+    run.add_argument("--parallel", action="store_true", help="train a dataset's systems at the same time")
+    run.add_argument(
+        "--set",
+        type=parse_override,
+        action="append",
+        default=[],
+        metavar="SYSTEM:SECTION.KEY=JSON",
+        help="change one config value of one system, e.g. piqn_qt:components.piqn.model.head_lr_scale=1",
+    )
+    run.add_argument("--runs-dir", type=Path, default=RUNS, help="where each run keeps its config, logs and models")
     run.add_argument("--results", type=Path, default=BENCH / "results.jsonl")
     run.add_argument("--plot", type=Path, default=BENCH / "f1_over_time.png")
     run.set_defaults(func=run_command)
@@ -717,12 +833,13 @@ def main(argv: list[str] | None = None) -> None:
     inf = sub.add_parser("infer", help="score one trained pipeline on gold tokens and time it")
     inf.add_argument("model", type=Path)
     inf.add_argument("data", type=Path, help=".spacy DocBin with gold doc.spans['sc']")
-    inf.add_argument("--system", choices=("piqn", "spancat", "ner"), required=True)
+    inf.add_argument("--system", choices=("piqn", "piqn_qt", "spancat", "ner"), required=True)
     inf.add_argument("--encoder", choices=sorted(ENCODERS), required=True)
     inf.add_argument("--batch-size", type=int, default=256)
     inf.add_argument("--threads", type=int, default=2)
     inf.add_argument("--repeats", type=int, default=2)
     inf.add_argument("--output", type=Path)
+    inf.add_argument("--gpu-id", type=int, default=-1)
     inf.set_defaults(func=infer_command)
 
     args = parser.parse_args(argv)

@@ -5,6 +5,7 @@
 
 Trains 5 updates of 40 docs (after one warm-up update) and times ``nlp.pipe`` over the 360 docs at batch 64.
 """
+
 import sys
 import time
 

@@ -8,6 +8,7 @@ configs/piqn_trf.cfg (the query-carrying QueryTransformer) vs configs/piqn_trf_l
 Docs are built on the corpus's gold tokens; each timing is nlp.pipe over all of them, after one
 warm-up batch, best of --repeats runs.
 """
+
 import argparse
 import json
 import time
@@ -38,7 +39,11 @@ def read_docs(path: Path, n: int, vocab):
 
 
 def build(config_name: str, trf_name: str, gold):
-    config = load_config(REPO / "configs" / config_name, overrides={"vars.trf_name": trf_name, "paths.train": "unused", "paths.dev": "unused"}, interpolate=False)
+    config = load_config(
+        REPO / "configs" / config_name,
+        overrides={"vars.trf_name": trf_name, "paths.train": "unused", "paths.dev": "unused"},
+        interpolate=False,
+    )
     nlp = load_model_from_config(config, auto_fill=True, validate=True)
     examples = [Example(Doc(nlp.vocab, words=[t.text for t in d]), d) for d in gold[:64]]
     nlp.initialize(lambda: examples)

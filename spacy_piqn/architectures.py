@@ -28,6 +28,7 @@ def build_piqn_model(
     query_interaction: bool = True,
     common_embedding: bool = True,
     mixed_precision: bool = False,
+    head_lr_scale: float = 1.0,
 ) -> Model[List[Doc], PIQNOutput]:
     """PIQN's head on top of any spaCy token encoder.
 
@@ -48,6 +49,9 @@ def build_piqn_model(
     query_interaction (bool): whether queries attend to each other.
     common_embedding (bool): add a shared "query type" vector to every query's content.
     mixed_precision (bool): autocast the head on CUDA (ignored on CPU).
+    head_lr_scale (float): the head learns at this multiple of [training.optimizer]'s rate
+        (thinc has one rate per pipeline): e.g. 20 with a transformer at 5e-5 gives the
+        freshly initialized head 1e-3.
     """
     head = build_torch_head(
         width=hidden_width,
@@ -61,6 +65,7 @@ def build_piqn_model(
         query_interaction=query_interaction,
         common_embedding=common_embedding,
         mixed_precision=mixed_precision,
+        lr_scale=head_lr_scale,
     )
     return build_piqn(tok2vec, head, windows)
 
@@ -128,6 +133,7 @@ def build_piqn_query_transformer_model(
     classifier_dropout: float = 0.5,
     query_interaction: bool = True,
     mixed_precision: bool = False,
+    head_lr_scale: float = 1.0,
 ) -> Model[List[Doc], PIQNOutput]:
     """PIQN as in the paper: the head starts from the query states of a query-carrying
     transformer (``spacy-piqn.QueryTransformer.v1``), which reads each window with its context.
@@ -140,6 +146,9 @@ def build_piqn_query_transformer_model(
     query_interaction (bool): whether queries attend to each other in the word-level layers
         (the encoder has its own setting).
     mixed_precision (bool): autocast the head on CUDA (ignored on CPU).
+    head_lr_scale (float): the head, and the instance queries inside the encoder, learn at this
+        multiple of [training.optimizer]'s rate; the pretrained transformer learns at the rate
+        itself. PIQN trains everything at one rate (for 30-50 epochs).
 
     The head has no n_queries or common_embedding: both belong to the encoder, whose query
     states (projected to hidden_width) replace the head's own query content.
@@ -157,5 +166,9 @@ def build_piqn_query_transformer_model(
         common_embedding=False,
         mixed_precision=mixed_precision,
         encoder_queries=True,
+        lr_scale=head_lr_scale,
     )
+    for shim in encoder.shims:
+        if hasattr(shim, "query_lr_scale"):
+            shim.query_lr_scale = head_lr_scale
     return build_piqn_query_transformer(encoder, head, windows)

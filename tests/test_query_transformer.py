@@ -397,3 +397,37 @@ def test_spacy_train_listener_config(tiny_bert, corpus, tmp_path):
     assert nlp.pipe_names == ["transformer", "piqn"]
     doc = nlp("The IL-2 gene promoter binds NF-kappa B in human T cells .")
     assert "sc" in doc.spans
+
+
+def parameter_steps(name, head_lr_scale: float) -> Dict[str, Dict[str, torch.Tensor]]:
+    """The change of every torch parameter in one plain-SGD update (same seed, same batch)."""
+    from thinc.api import SGD
+
+    config = piqn_config(name)
+    config["model"]["head_lr_scale"] = head_lr_scale
+    fix_random_seed(0)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("piqn", config=config)
+    examples = make_examples(nlp)
+    nlp.initialize(lambda: examples)
+    model = nlp.get_pipe("piqn").model
+    modules = {"head": model.get_ref("head").layers[0].shims[0]._model, "encoder": query_encoder(nlp)}
+    before = {k: {n: p.detach().clone() for n, p in m.named_parameters()} for k, m in modules.items()}
+    fix_random_seed(1)
+    nlp.update(examples, sgd=SGD(0.01, L2=0.0, grad_clip=0.0))
+    return {k: {n: p.detach() - before[k][n] for n, p in m.named_parameters()} for k, m in modules.items()}
+
+
+def test_head_lr_scale_speeds_up_head_and_queries_only(tiny_bert):
+    plain, scaled = parameter_steps(tiny_bert, 1.0), parameter_steps(tiny_bert, 4.0)
+    moved = 0
+    for part in ("head", "encoder"):
+        for name, step in plain[part].items():
+            if not step.abs().sum():
+                continue
+            moved += 1
+            pretrained = part == "encoder" and name.startswith("transformer.")
+            expected = step if pretrained else 4.0 * step
+            torch.testing.assert_close(scaled[part][name], expected, rtol=1e-2, atol=1e-6, msg=f"{part}.{name}")
+    assert moved > 10
+    assert plain["encoder"]["query_content"].abs().sum() > 0

@@ -79,6 +79,9 @@ class QueryEncoderShim(PyTorchShim):
         super().__init__(None, mixed_precision=mixed_precision, grad_scaler=grad_scaler)
         self.tokenizer: Any = None
         self.encoder_args: Dict[str, Any] = {}
+        # Learning-rate multiplier of the parameters PIQN adds (instance queries and their
+        # norms); the pretrained transformer's own parameters learn at the optimizer's rate.
+        self.query_lr_scale = 1.0
 
     @property
     def encoder(self) -> Any:
@@ -91,6 +94,14 @@ class QueryEncoderShim(PyTorchShim):
         self.tokenizer = tokenizer
         self.encoder_args = dict(encoder_args)
         self._grad_scaler.to_(device)
+
+    def finish_update(self, optimizer: Any) -> None:
+        if self.query_lr_scale != 1.0:
+            from .torch_head import scale_learning_rate
+
+            scale = self.query_lr_scale
+            optimizer = scale_learning_rate(optimizer, lambda name: 1.0 if name.startswith("transformer.") else scale)
+        super().finish_update(optimizer)
 
     def load_pretrained(self, name: str, *, n_queries: int, query_interaction: bool, common_embedding: bool) -> None:
         """Load the HF model and fast tokenizer from a hub name, a directory or an alias."""

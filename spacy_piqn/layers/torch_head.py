@@ -3,7 +3,8 @@
 import os
 from typing import Any, Callable, List, Optional, Tuple, Union
 
-from thinc.api import ArgsKwargs, Model, PyTorchGradScaler, PyTorchWrapper_v3, torch2xp, xp2torch
+from thinc.api import ArgsKwargs, Model, Optimizer, PyTorchGradScaler, PyTorchShim, torch2xp, xp2torch
+from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.types import Floats2d, Floats4d
 
 # Word vectors per window; with ``encoder_queries``, (word vectors, query states) per window.
@@ -25,6 +26,7 @@ def build_torch_head(
     mixed_precision: bool,
     encoder_queries: bool = False,
     classifier_dropout: float = 0.5,
+    lr_scale: float = 1.0,
 ) -> Model[InT, OutT]:
     """A thinc layer whose PyTorch module is built at ``initialize``, once nI (the encoder's
     width) and nO (labels + "None") are known. Loading a saved pipeline sets both dims from the
@@ -32,7 +34,11 @@ def build_torch_head(
 
     With ``encoder_queries`` the input is (word vectors, query states) per window, from a
     query-carrying encoder of width nI: its query states (projected from nI to ``width``)
-    start the word-level layers instead of the head's learned query content."""
+    start the word-level layers instead of the head's learned query content.
+
+    ``lr_scale`` multiplies the optimizer's learning rate for the head's parameters."""
+    if lr_scale <= 0:
+        raise ValueError(f"The PIQN head's lr_scale must be > 0, got {lr_scale}")
     return Model(
         "piqn_head",
         forward,
@@ -51,8 +57,33 @@ def build_torch_head(
             "common_embedding": common_embedding,
             "mixed_precision": mixed_precision,
             "encoder_queries": encoder_queries,
+            "lr_scale": lr_scale,
         },
     )
+
+
+def scale_learning_rate(optimizer: Optimizer, scale_of: Callable[[str], float]) -> Callable:
+    """``optimizer`` as a PyTorchShim calls it, with the learning rate of each parameter
+    multiplied by ``scale_of(its name)``: thinc has one rate for a whole pipeline, while a
+    freshly initialized head next to a pretrained transformer wants a larger one."""
+
+    def update(key: Tuple[int, str], weights: Any, gradient: Any, *, lr_scale: float = 1.0) -> Any:
+        return optimizer(key, weights, gradient, lr_scale=lr_scale * scale_of(key[1]))
+
+    return update
+
+
+class ScaledPyTorchShim(PyTorchShim):
+    """A PyTorchShim whose parameters all learn at ``lr_scale`` × the optimizer's rate."""
+
+    def __init__(self, *args: Any, lr_scale: float = 1.0, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lr_scale = lr_scale
+
+    def finish_update(self, optimizer: Optimizer) -> None:
+        if self.lr_scale != 1.0:
+            optimizer = scale_learning_rate(optimizer, lambda name: self.lr_scale)  # type: ignore[assignment]
+        super().finish_update(optimizer)
 
 
 _FORK_HOOK_INSTALLED = False
@@ -104,15 +135,23 @@ def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Any = None) -> Non
     )
     # Mixed precision needs CUDA: a CPU grad scaler crashes in backprop.
     mixed = attrs["mixed_precision"] and torch.cuda.is_available()
+    # thinc's PyTorchWrapper_v3, with a shim that can scale the learning rate.
+    shim = ScaledPyTorchShim(
+        module,
+        lr_scale=attrs.get("lr_scale", 1.0),
+        mixed_precision=mixed,
+        grad_scaler=PyTorchGradScaler(enabled=mixed),
+        serialize_model=serialize_state,
+        deserialize_model=deserialize_state,
+    )
+    convert = convert_inputs_with_queries if encoder_queries else convert_inputs
     model._layers = [
-        PyTorchWrapper_v3(
-            module,
-            convert_inputs=convert_inputs_with_queries if encoder_queries else convert_inputs,
-            convert_outputs=convert_outputs,
-            mixed_precision=mixed,
-            grad_scaler=PyTorchGradScaler(enabled=mixed),
-            serialize_model=serialize_state,
-            deserialize_model=deserialize_state,
+        Model(
+            "pytorch",
+            pytorch_forward,
+            attrs={"convert_inputs": convert, "convert_outputs": convert_outputs},
+            shims=[shim],
+            dims={"nI": None, "nO": None},
         )
     ]
 
