@@ -33,24 +33,30 @@ def init_weights(module: nn.Module) -> None:
 
 class QueryEmbeddings(nn.Module):
     """M learnable instance queries: a content vector (plus an optional shared "query type"
-    vector) and a separate position vector that is mixed into attention at every layer."""
+    vector) and a separate position vector that is mixed into attention at every layer.
+    Without ``learned_content`` (the queries' content comes from a query-carrying encoder)
+    only the positions are learned here."""
 
-    def __init__(self, n_queries: int, width: int, dropout: float, common_embedding: bool):
+    def __init__(
+        self, n_queries: int, width: int, dropout: float, common_embedding: bool, learned_content: bool = True
+    ):
         super().__init__()
-        self.content = nn.Embedding(n_queries, width)
+        self.content = nn.Embedding(n_queries, width) if learned_content else None
         self.position = nn.Embedding(n_queries, width)
-        self.common = nn.Parameter(torch.zeros(width)) if common_embedding else None
-        self.content_norm = nn.LayerNorm(width)
+        self.common = nn.Parameter(torch.zeros(width)) if common_embedding and learned_content else None
+        self.content_norm = nn.LayerNorm(width) if learned_content else None
         self.position_norm = nn.LayerNorm(width)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self) -> Tuple[torch.Tensor, torch.Tensor]:
+    def forward(self) -> Tuple[Optional[torch.Tensor], torch.Tensor]:
+        """(content or None, position), each (M, width)."""
+        position = self.dropout(self.position_norm(self.position.weight))
+        if self.content is None or self.content_norm is None:
+            return None, position
         content = self.content.weight
         if self.common is not None:
             content = content + self.common
-        content = self.dropout(self.content_norm(content))
-        position = self.dropout(self.position_norm(self.position.weight))
-        return content, position
+        return self.dropout(self.content_norm(content)), position
 
 
 class OneWayLayer(nn.Module):
@@ -211,7 +217,7 @@ class PIQNHead(nn.Module):
         else:
             self.lstm = None
             self.proj = nn.Linear(n_in, width)
-        self.queries = QueryEmbeddings(n_queries, width, dropout, common_embedding)
+        self.queries = QueryEmbeddings(n_queries, width, dropout, common_embedding, learned_content=not query_in)
         # Query states handed over by a query-carrying encoder replace the learned content.
         self.query_in = nn.Linear(query_in, width) if query_in else None
         self.layers = nn.ModuleList(OneWayLayer(width, n_heads, dropout, query_interaction) for _ in range(n_layers))
@@ -243,9 +249,12 @@ class PIQNHead(nn.Module):
     ) -> HeadOutput:
         words, mask = self.encode_words(windows)
         content, position = self.queries()
-        if queries is not None and self.query_in is not None:
+        if self.query_in is not None:
+            if queries is None:
+                raise ValueError("This PIQN head takes its query states from the encoder, and got none")
             state = self.query_in(torch.stack(queries))
         else:
+            assert content is not None  # learned whenever there is no query_in
             state = content.unsqueeze(0).expand(words.shape[0], -1, -1)
         lefts, rights, classes = [], [], []
         for i, layer in enumerate(self.layers):
