@@ -431,3 +431,19 @@ def test_head_lr_scale_speeds_up_head_and_queries_only(tiny_bert):
             torch.testing.assert_close(scaled[part][name], expected, rtol=1e-2, atol=1e-6, msg=f"{part}.{name}")
     assert moved > 10
     assert plain["encoder"]["query_content"].abs().sum() > 0
+
+
+def test_mixed_precision_setting_trains_on_cpu(tiny_bert):
+    """mixed_precision = true is for CUDA; on a CPU-only machine it is ignored, never a crash."""
+    config = piqn_config(tiny_bert)
+    config["model"]["mixed_precision"] = True
+    config["model"]["encoder"]["mixed_precision"] = True
+    fix_random_seed(0)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("piqn", config=config)
+    examples = make_examples(nlp)
+    optimizer = nlp.initialize(lambda: examples)
+    losses = [nlp.update(examples, sgd=optimizer)["piqn"] for _ in range(3)]
+    assert all(np.isfinite(losses))
+    doc = nlp("Jurkat cells express IL-4 .")
+    assert all(0.0 <= score <= 1.0 for score in doc.spans["sc"].attrs["scores"])
