@@ -29,6 +29,7 @@ def build_piqn_model(
     common_embedding: bool = True,
     mixed_precision: bool = False,
     head_lr_scale: float = 1.0,
+    max_padded_words: int = 2048,
 ) -> Model[List[Doc], PIQNOutput]:
     """PIQN's head on top of any spaCy token encoder.
 
@@ -52,6 +53,10 @@ def build_piqn_model(
     head_lr_scale (float): the head learns at this multiple of [training.optimizer]'s rate
         (thinc has one rate per pipeline): e.g. 20 with a transformer at 5e-5 gives the
         freshly initialized head 1e-3.
+    max_padded_words (int): the head runs a batch's windows in groups of similar length, each
+        padded to at most this many words (a longer window runs alone), instead of padding
+        every window to the batch's longest; 0: one group. Outputs do not change (up to float
+        rounding); on CPU it saves the work on padding. Large values suit a GPU.
     """
     head = build_torch_head(
         width=hidden_width,
@@ -66,6 +71,7 @@ def build_piqn_model(
         common_embedding=common_embedding,
         mixed_precision=mixed_precision,
         lr_scale=head_lr_scale,
+        max_padded_words=max_padded_words,
     )
     return build_piqn(tok2vec, head, windows)
 
@@ -80,6 +86,7 @@ def build_query_transformer_model(
     max_length: int = 512,
     mixed_precision: bool = False,
     grad_scaler_config: dict = {},
+    max_padded_subwords: int = 2048,
 ) -> Model[Tuple[List[Doc], List[Window]], List[Tuple[Floats2d, Floats2d]]]:
     """PIQN's own encoder: M instance queries ride through a pretrained BERT, RoBERTa or
     ELECTRA next to the words, with one-way attention (words never see the queries, so word
@@ -107,6 +114,10 @@ def build_query_transformer_model(
     mixed_precision (bool): autocast the transformer on CUDA (ignored on CPU).
     grad_scaler_config (dict): arguments of thinc's ``PyTorchGradScaler`` for mixed
         precision ("enabled" defaults to mixed_precision; always off on CPU).
+    max_padded_subwords (int): the transformer runs a batch's windows in groups of similar
+        length, each padded to at most this many subwords (a longer window runs alone), instead
+        of padding every window to the batch's longest; 0: one group. Outputs do not change (up
+        to float rounding). Large values suit a GPU.
     """
     return build_query_transformer(
         name,
@@ -117,6 +128,7 @@ def build_query_transformer_model(
         max_length=max_length,
         mixed_precision=mixed_precision,
         grad_scaler_config=grad_scaler_config,
+        max_padded_subwords=max_padded_subwords,
     )
 
 
@@ -134,6 +146,7 @@ def build_piqn_query_transformer_model(
     query_interaction: bool = True,
     mixed_precision: bool = False,
     head_lr_scale: float = 1.0,
+    max_padded_words: int = 2048,
 ) -> Model[List[Doc], PIQNOutput]:
     """PIQN as in the paper: the head starts from the query states of a query-carrying
     transformer (``spacy-piqn.QueryTransformer.v1``), which reads each window with its context.
@@ -149,6 +162,7 @@ def build_piqn_query_transformer_model(
     head_lr_scale (float): the head, and the instance queries inside the encoder, learn at this
         multiple of [training.optimizer]'s rate; the pretrained transformer learns at the rate
         itself. PIQN trains everything at one rate (for 30-50 epochs).
+    max_padded_words (int): as in ``spacy-piqn.PIQN.v1``.
 
     The head has no n_queries or common_embedding: both belong to the encoder, whose query
     states (projected to hidden_width) replace the head's own query content.
@@ -167,6 +181,7 @@ def build_piqn_query_transformer_model(
         mixed_precision=mixed_precision,
         encoder_queries=True,
         lr_scale=head_lr_scale,
+        max_padded_words=max_padded_words,
     )
     for shim in encoder.shims:
         if hasattr(shim, "query_lr_scale"):

@@ -235,3 +235,41 @@ def test_corrupted_model_file_is_a_clear_error(trained_tiny):
         (tmp / "piqn" / "model").unlink()
         with pytest.raises(ValueError, match="E005"):
             load_model_from_path(tmp)
+
+
+def test_length_groups_cover_every_window_within_the_budget():
+    from spacy_piqn.modules.head import length_groups
+
+    lengths = [5, 3, 9, 1, 7, 30, 2, 2]
+    groups = length_groups(lengths, max_padded_words=12)
+    assert sorted(i for group in groups for i in group) == list(range(len(lengths)))
+    for group in groups:
+        longest = max(lengths[i] for i in group)
+        assert len(group) * longest <= 12 or len(group) == 1
+    assert length_groups(lengths, max_padded_words=0) == [sorted(range(len(lengths)), key=lengths.__getitem__)]
+
+
+def test_length_groups_change_neither_predictions_nor_losses(trained_tiny):
+    """Running the windows in length groups (here: one window per group) is a speed setting:
+    predicted spans and scores, and the training loss, equal those of one padded batch."""
+    nlp, _ = trained_tiny
+    docs = [Doc(nlp.vocab, words=text.split()) for text, _ in NESTED_DATA]
+    one_batch = list(nlp.pipe(docs))
+    one_per_group = {"components": {"piqn": {"model": {"max_padded_words": 1}}}}
+    with make_tempdir() as tmp:
+        nlp.to_disk(tmp)
+        grouped = spacy.load(tmp, config=one_per_group)
+    for a, b in zip(one_batch, grouped.pipe([Doc(nlp.vocab, words=d.text.split()) for d in docs])):
+        assert spans_of(a) == spans_of(b)
+        assert np.allclose(a.spans["sc"].attrs["scores"], b.spans["sc"].attrs["scores"], atol=1e-5)
+
+    def first_losses(max_padded_words: int) -> list:
+        fix_random_seed(0)
+        fresh = spacy.blank("en")
+        model = {**TINY_PIQN["model"], "max_padded_words": max_padded_words}
+        fresh.add_pipe("piqn", config={**TINY_PIQN, "model": model})
+        examples = make_examples(fresh, NESTED_DATA)
+        optimizer = fresh.initialize(lambda: examples)
+        return [fresh.update(examples, sgd=optimizer)["piqn"] for _ in range(2)]
+
+    assert np.allclose(first_losses(0), first_losses(1), rtol=1e-5)

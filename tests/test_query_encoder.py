@@ -190,6 +190,32 @@ def test_queries_depend_on_the_words(bert_tokenizer):
     assert not torch.allclose(queries[0], queries[2], atol=1e-4)
 
 
+@pytest.mark.parametrize("frozen", [False, True])
+def test_length_groups_give_the_same_states_and_gradients(frozen, bert_tokenizer):
+    """Windows run in length groups (here mostly one per group) equal one padded batch,
+    forward and backward, and come back in input order."""
+    encoder = make_encoder(tiny_model("bert", len(bert_tokenizer)))
+    encoder.freeze_transformer = frozen
+    batch = encode_windows(bert_tokenizer, windows_for_tests(), 64, segment_ids=True)
+    results = []
+    for max_padded in (0, 8):
+        encoder.zero_grad()
+        words, queries = encoder(
+            batch.input_ids,
+            batch.attention_mask,
+            batch.token_type_ids,
+            word_index=batch.word_index,
+            n_words=batch.n_words,
+            max_padded=max_padded,
+        )
+        ((words**2).sum() + queries.sum()).backward()
+        results.append((words.detach(), queries.detach(), encoder.query_content.grad.clone()))
+    (words_a, queries_a, grad_a), (words_b, queries_b, grad_b) = results
+    torch.testing.assert_close(words_a, words_b, atol=1e-5, rtol=0)
+    torch.testing.assert_close(queries_a, queries_b, atol=1e-5, rtol=0)
+    torch.testing.assert_close(grad_a, grad_b, atol=1e-4, rtol=1e-4)
+
+
 @pytest.mark.parametrize("interaction", [False, True])
 def test_query_interaction_switch(interaction, bert_tokenizer):
     encoder = make_encoder(tiny_model("bert", len(bert_tokenizer)), query_interaction=interaction)

@@ -201,6 +201,7 @@ def build_query_transformer(
     max_length: int,
     mixed_precision: bool,
     grad_scaler_config: dict,
+    max_padded_subwords: int = 0,
 ) -> Model[InT, OutT]:
     """The query-carrying encoder as a thinc layer; see ``spacy-piqn.QueryTransformer.v1``."""
     import torch
@@ -229,6 +230,7 @@ def build_query_transformer(
             "common_embedding": common_embedding,
             "context_words": context_words,
             "max_length": max_length,
+            "max_padded_subwords": max_padded_subwords,
         },
     )
 
@@ -257,7 +259,11 @@ def forward(model: Model[InT, OutT], inputs: InT, is_train: bool) -> Tuple[OutT,
     device = shim.device
     args = ArgsKwargs(
         args=(batch.input_ids.to(device), batch.attention_mask.to(device), batch.token_type_ids.to(device)),
-        kwargs={"word_index": batch.word_index.to(device), "n_words": batch.n_words},
+        kwargs={
+            "word_index": batch.word_index.to(device),
+            "n_words": batch.n_words,
+            "max_padded": model.attrs.get("max_padded_subwords", 0),
+        },
     )
     (words_t, queries_t), backprop_shim = shim(args, is_train)
     # Autocast may hand back half precision; the head and spaCy work in fp32.

@@ -27,6 +27,7 @@ def build_torch_head(
     encoder_queries: bool = False,
     classifier_dropout: float = 0.5,
     lr_scale: float = 1.0,
+    max_padded_words: int = 0,
 ) -> Model[InT, OutT]:
     """A thinc layer whose PyTorch module is built at ``initialize``, once nI (the encoder's
     width) and nO (labels + "None") are known. Loading a saved pipeline sets both dims from the
@@ -36,7 +37,8 @@ def build_torch_head(
     query-carrying encoder of width nI: its query states (projected from nI to ``width``)
     start the word-level layers instead of the head's learned query content.
 
-    ``lr_scale`` multiplies the optimizer's learning rate for the head's parameters."""
+    ``lr_scale`` multiplies the optimizer's learning rate for the head's parameters;
+    ``max_padded_words`` caps the padded size of the length groups the windows run in."""
     if lr_scale <= 0:
         raise ValueError(f"The PIQN head's lr_scale must be > 0, got {lr_scale}")
     return Model(
@@ -58,6 +60,7 @@ def build_torch_head(
             "mixed_precision": mixed_precision,
             "encoder_queries": encoder_queries,
             "lr_scale": lr_scale,
+            "max_padded_words": max_padded_words,
         },
     )
 
@@ -132,6 +135,7 @@ def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Any = None) -> Non
         query_interaction=attrs["query_interaction"],
         common_embedding=attrs["common_embedding"],
         query_in=model.get_dim("nI") if encoder_queries else 0,
+        max_padded_words=attrs.get("max_padded_words", 0),
     )
     # Mixed precision needs CUDA: a CPU grad scaler crashes in backprop.
     mixed = attrs["mixed_precision"] and torch.cuda.is_available()

@@ -172,12 +172,34 @@ class EntityClassifier(nn.Module):
         return self.out(F.relu(self.dropout(torch.cat([q, left, right], dim=-1))))
 
 
+def length_groups(lengths: List[int], max_padded_words: int) -> List[List[int]]:
+    """Window indices grouped by length, shortest first, so that no group pads to more than
+    ``max_padded_words`` (count × its longest window; a longer window goes alone; 0: one group).
+
+    Padding a batch to its longest window wastes most of the head's work on real length spreads:
+    in batches of 256 GENIA sentences only 30% of the padded word positions are words."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    if max_padded_words <= 0:
+        return [order]
+    groups: List[List[int]] = []
+    group: List[int] = []
+    for i in order:
+        if group and (len(group) + 1) * lengths[i] > max_padded_words:
+            groups.append(group)
+            group = []
+        group.append(i)
+    groups.append(group)
+    return groups
+
+
 class PIQNHead(nn.Module):
     """BiLSTM → L one-way query layers → (pointer, classifier) per layer.
 
     forward takes one (n_i, n_in) tensor per window and returns logits stacked over the layers
     that ran: left/right (L', B, M, n) and class (L', B, M, C). Training asks for every layer
-    (PIQN's auxiliary losses); prediction runs the heads on the last layer only.
+    (PIQN's auxiliary losses); prediction runs the heads on the last layer only. Windows run in
+    length groups of at most ``max_padded_words`` padded words (``length_groups``); the
+    outputs come back in input order, padded to the longest window.
     """
 
     def __init__(
@@ -197,8 +219,10 @@ class PIQNHead(nn.Module):
         common_embedding: bool = True,
         query_in: int = 0,
         pointer_width: int = 0,
+        max_padded_words: int = 0,
     ):
         super().__init__()
+        self.max_padded_words = max_padded_words
         if width % 2:
             raise ValueError(f"hidden width must be even for the BiLSTM, got {width}")
         if n_layers < 1:
@@ -246,6 +270,26 @@ class PIQNHead(nn.Module):
         windows: List[torch.Tensor],
         queries: Optional[List[torch.Tensor]] = None,
         all_layers: bool = False,
+    ) -> HeadOutput:
+        groups = length_groups([len(w) for w in windows], self.max_padded_words)
+        if len(groups) == 1:
+            return self._forward(windows, queries, all_layers)
+        n_words = max(len(w) for w in windows)
+        parts = []
+        for group in groups:
+            group_queries = None if queries is None else [queries[i] for i in group]
+            left, right, classes = self._forward([windows[i] for i in group], group_queries, all_layers)
+            pad = (0, n_words - left.shape[-1])
+            parts.append((F.pad(left, pad, value=PAD_LOGIT), F.pad(right, pad, value=PAD_LOGIT), classes))
+        order = torch.tensor([i for group in groups for i in group])
+        inverse = torch.empty_like(order)
+        inverse[order] = torch.arange(len(order))
+        inverse = inverse.to(parts[0][0].device)
+        left, right, classes = (torch.cat(stream, dim=1).index_select(1, inverse) for stream in zip(*parts))
+        return left, right, classes
+
+    def _forward(
+        self, windows: List[torch.Tensor], queries: Optional[List[torch.Tensor]], all_layers: bool
     ) -> HeadOutput:
         words, mask = self.encode_words(windows)
         content, position = self.queries()

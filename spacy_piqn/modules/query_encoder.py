@@ -16,6 +16,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
+from .head import length_groups
+
 SUPPORTED_MODELS = ("BertModel", "RobertaModel", "ElectraModel")
 
 
@@ -109,6 +111,7 @@ class QueryEncoder(nn.Module):
         *,
         word_index: torch.Tensor,
         n_words: Union[torch.Tensor, Sequence[int]],
+        max_padded: int = 0,
     ) -> Tuple[torch.Tensor, torch.Tensor]:
         """Encode B windows; returns (words (B, n, h), queries (B, M, h)).
 
@@ -117,7 +120,43 @@ class QueryEncoder(nn.Module):
         word_index, n_words: the pooling spec from ``encode_windows``: word_index[b, t] is the
             window word that subword t belongs to, or -1; n_words[b] the window's word count.
             Each word is the max over its subwords' last-layer states (zeros if it has none).
+        max_padded: run the windows in length groups of at most this many padded subwords
+            (``length_groups``; 0: one batch), so short windows are not padded to the longest.
+            The inputs must be right-padded, as ``encode_windows`` makes them.
         """
+        counts = [int(n) for n in n_words]
+        lengths = attention_mask.sum(1).tolist()
+        groups = length_groups(lengths, max_padded)
+        if len(groups) == 1:
+            return self._forward(input_ids, attention_mask, token_type_ids, word_index, counts)
+        n = max(counts)
+        parts = []
+        for group in groups:
+            rows = torch.tensor(group, device=input_ids.device)
+            cut = max(lengths[i] for i in group)
+            words, queries = self._forward(
+                input_ids[rows, :cut],
+                attention_mask[rows, :cut],
+                None if token_type_ids is None else token_type_ids[rows, :cut],
+                word_index[rows, :cut],
+                [counts[i] for i in group],
+            )
+            parts.append((F.pad(words, (0, 0, 0, n - words.shape[1])), queries))
+        order = torch.tensor([i for group in groups for i in group])
+        inverse = torch.empty_like(order)
+        inverse[order] = torch.arange(len(order))
+        inverse = inverse.to(input_ids.device)
+        words, queries = (torch.cat(stream).index_select(0, inverse) for stream in zip(*parts))
+        return words, queries
+
+    def _forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: Union[torch.Tensor, None],
+        word_index: torch.Tensor,
+        n_words: Sequence[int],
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
         batch, length = input_ids.shape
         if length > self.max_length:
             raise ValueError(
@@ -138,11 +177,7 @@ class QueryEncoder(nn.Module):
             query_mask = torch.cat([key_mask, query_keys], dim=-1)
         for layer in self.transformer.encoder.layer:
             words, queries = self._layer(layer, words, queries, position, key_mask, query_mask, frozen)
-        if isinstance(n_words, torch.Tensor):
-            n = int(n_words.max()) if n_words.numel() else 0
-        else:
-            n = max(n_words, default=0)
-        return max_pool_words(words, word_index, n), queries
+        return max_pool_words(words, word_index, max(n_words, default=0)), queries
 
     def _layer(self, layer, words, queries, position, key_mask, query_mask, frozen):
         attention = layer.attention.self
