@@ -29,7 +29,7 @@ def build_piqn_model(
     common_embedding: bool = True,
     mixed_precision: bool = False,
     head_lr_scale: float = 1.0,
-    max_padded_words: int = 2048,
+    max_padded_words: int = 1024,
 ) -> Model[List[Doc], PIQNOutput]:
     """PIQN's head on top of any spaCy token encoder.
 
@@ -86,7 +86,7 @@ def build_query_transformer_model(
     max_length: int = 512,
     mixed_precision: bool = False,
     grad_scaler_config: dict = {},
-    max_padded_subwords: int = 2048,
+    max_padded_subwords: int = 1024,
 ) -> Model[Tuple[List[Doc], List[Window]], List[Tuple[Floats2d, Floats2d]]]:
     """PIQN's own encoder: M instance queries ride through a pretrained BERT, RoBERTa or
     ELECTRA next to the words, with one-way attention (words never see the queries, so word
@@ -146,7 +146,7 @@ def build_piqn_query_transformer_model(
     query_interaction: bool = True,
     mixed_precision: bool = False,
     head_lr_scale: float = 1.0,
-    max_padded_words: int = 2048,
+    max_padded_words: int = 1024,
 ) -> Model[List[Doc], PIQNOutput]:
     """PIQN as in the paper: the head starts from the query states of a query-carrying
     transformer (``spacy-piqn.QueryTransformer.v1``), which reads each window with its context.

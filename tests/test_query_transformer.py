@@ -244,6 +244,22 @@ def test_roundtrip_without_original_model_offline(tiny_bert, tmp_path):
         np.testing.assert_allclose([p[3] for p in o_doc], [p[3] for p in e_doc], atol=1e-5)
 
 
+def test_length_groups_are_a_load_time_setting_that_changes_no_output(tiny_bert, tmp_path):
+    """A saved pipeline takes the config's length-group sizes (not the saved ones) and gives the
+    same probabilities with every window alone as with one padded batch."""
+    nlp = build_nlp(tiny_bert, steps=2)
+    docs = [nlp.make_doc(text) for text in TEXTS]
+    expected = window_probs(nlp, docs)
+    nlp.to_disk(tmp_path / "pipeline")
+    one_each = {"max_padded_words": 1, "encoder": {"max_padded_subwords": 1}}
+    loaded = spacy.load(tmp_path / "pipeline", config={"components": {"piqn": {"model": one_each}}})
+    model = loaded.get_pipe("piqn").model
+    assert model.get_ref("encoder").shims[0].max_padded_subwords == 1
+    assert model.get_ref("head").layers[0].shims[0]._model.max_padded_words == 1
+    for probs, grouped in zip(expected, window_probs(loaded, docs)):
+        np.testing.assert_allclose(probs, grouped, atol=1e-5)
+
+
 def test_freeze_callback_freezes_then_unfreezes(tiny_bert):
     nlp = build_nlp(tiny_bert)
     encoder = query_encoder(nlp)

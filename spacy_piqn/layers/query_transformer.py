@@ -82,6 +82,8 @@ class QueryEncoderShim(PyTorchShim):
         # Learning-rate multiplier of the parameters PIQN adds (instance queries and their
         # norms); the pretrained transformer's own parameters learn at the optimizer's rate.
         self.query_lr_scale = 1.0
+        # Length groups of at most this many padded subwords (0: one batch); see QueryEncoder.
+        self.max_padded_subwords = 0
 
     @property
     def encoder(self) -> Any:
@@ -217,6 +219,9 @@ def build_query_transformer(
     scaler_config = dict(grad_scaler_config)
     scaler_config["enabled"] = scaler_config.get("enabled", mixed) and mixed
     shim = QueryEncoderShim(mixed_precision=mixed, grad_scaler=PyTorchGradScaler(**scaler_config))
+    # A speed setting, so it lives on the shim: thinc restores a saved layer's attrs over the
+    # config's, and the config must win here.
+    shim.max_padded_subwords = max_padded_subwords
     return Model(
         "query_transformer",
         forward,
@@ -230,7 +235,6 @@ def build_query_transformer(
             "common_embedding": common_embedding,
             "context_words": context_words,
             "max_length": max_length,
-            "max_padded_subwords": max_padded_subwords,
         },
     )
 
@@ -262,7 +266,7 @@ def forward(model: Model[InT, OutT], inputs: InT, is_train: bool) -> Tuple[OutT,
         kwargs={
             "word_index": batch.word_index.to(device),
             "n_words": batch.n_words,
-            "max_padded": model.attrs.get("max_padded_subwords", 0),
+            "max_padded": shim.max_padded_subwords,
         },
     )
     (words_t, queries_t), backprop_shim = shim(args, is_train)
