@@ -3,9 +3,12 @@
 Each gold entity gets a share of Q slots, and the M queries are matched to the slots with the
 Hungarian algorithm on the cost −(w_c·P_type + w_b·(P_left + P_right)). Repeated slots of one
 entity are identical columns, so the solver spreads each entity over distinct queries.
+
+``ordered_assignment`` is a static alternative for the first updates: queries in index order
+take the entities in text order, which breaks the symmetry between freshly initialized queries.
 """
 
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
@@ -60,3 +63,26 @@ def assign_queries(
     cost = assignment_cost(p_class, p_left, p_right, gold[slots], class_weight, boundary_weight)
     rows, cols = linear_sum_assignment(cost)
     return rows.astype(np.int64), slots[cols]
+
+
+def ordered_assignment(
+    gold: np.ndarray, n_slots: int, n_queries: int, rng: Optional[np.random.Generator] = None
+) -> Tuple[np.ndarray, np.ndarray]:
+    """Static one-to-many assignment: as many queries as ``slot_targets`` gives slots, drawn at
+    random and taken in index order, go in contiguous blocks to the entities in text order
+    (by left, then right boundary). Query i thus learns "the entity at rank ~i/M of the
+    sentence". Returns (query indices, gold indices) like ``assign_queries``.
+
+    Fresh queries are interchangeable, and Hungarian matching on their near-identical
+    predictions lets them collapse onto one entity per window (seen on CoNLL-03, see
+    bench/RESULTS.md); a fixed order breaks the tie.
+    """
+    n_eff = len(slot_targets(len(gold), n_slots, n_queries))
+    if n_eff == 0:
+        empty = np.zeros((0,), dtype=np.int64)
+        return empty, empty
+    rng = rng if rng is not None else np.random.default_rng()
+    queries = np.sort(rng.choice(n_queries, size=n_eff, replace=False)).astype(np.int64)
+    by_position = np.lexsort((gold[:, 2], gold[:, 1]))
+    targets = by_position[(np.arange(n_eff) * len(gold)) // n_eff]
+    return queries, targets.astype(np.int64)

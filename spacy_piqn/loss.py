@@ -12,7 +12,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .assignment import assign_queries
+from .assignment import assign_queries, ordered_assignment
 
 
 @dataclass(frozen=True)
@@ -43,12 +43,14 @@ def piqn_loss(
     lengths: Sequence[int],
     gold: List[np.ndarray],
     weights: LossWeights,
+    ordered: bool = False,
 ) -> torch.Tensor:
     """Sum over layers of class CE + boundary BCE.
 
     left/right (L, B, M, n) and classes (L, B, M, C) are logits; lengths the real word count
     of each window; gold[b] an int array (G_b, 3) of (class id >= 1, left, right) with
-    inclusive word indices.
+    inclusive word indices. ``ordered``: the static ``ordered_assignment`` (one draw per window,
+    shared by all layers) instead of Hungarian matching.
     """
     n_layers, batch, n_queries, n_words = left.shape
     n_classes = classes.shape[-1]
@@ -59,20 +61,28 @@ def piqn_loss(
         p_left = torch.sigmoid(left.float()).cpu().numpy()
         p_right = torch.sigmoid(right.float()).cpu().numpy()
     total = left.new_zeros(())
+    static = []
+    if ordered:
+        # Seeded from numpy's global state, which spaCy's fix_random_seed sets.
+        rng = np.random.default_rng(np.random.randint(2**31))
+        static = [ordered_assignment(g, weights.n_slots, n_queries, rng) for g in gold]
     for layer in range(n_layers):
         rows_b, rows_q, targets = [], [], []
         for b, window_gold in enumerate(gold):
             if len(window_gold) == 0:
                 continue
-            queries, slots = assign_queries(
-                p_class[layer, b],
-                p_left[layer, b],
-                p_right[layer, b],
-                window_gold,
-                weights.n_slots,
-                weights.match_class_weight,
-                weights.match_boundary_weight,
-            )
+            if ordered:
+                queries, slots = static[b]
+            else:
+                queries, slots = assign_queries(
+                    p_class[layer, b],
+                    p_left[layer, b],
+                    p_right[layer, b],
+                    window_gold,
+                    weights.n_slots,
+                    weights.match_class_weight,
+                    weights.match_boundary_weight,
+                )
             rows_b.append(np.full(len(queries), b))
             rows_q.append(queries)
             targets.append(window_gold[slots])

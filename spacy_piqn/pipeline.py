@@ -82,6 +82,7 @@ DEFAULT_MODEL = Config().from_str(DEFAULT_MODEL_CONFIG)["model"]
         "boundary_threshold": 0.0,
         "decoding": "nested",
         "set_ents": False,
+        "ordered_warmup_updates": 0,
         "scorer": {"@scorers": "spacy-piqn.piqn_scorer.v1"},
     },
     default_score_weights={
@@ -107,6 +108,7 @@ def make_piqn(
     decoding: str,
     set_ents: bool,
     scorer: Optional[Callable],
+    ordered_warmup_updates: int = 0,
 ) -> "PIQN":
     """Create a PIQN entity recognizer.
 
@@ -124,6 +126,10 @@ def make_piqn(
     set_ents (bool): also write a non-overlapping selection (best score first) to ``doc.ents``,
         replacing what was there.
     scorer (Optional[Callable]): defaults to ``spacy-piqn.piqn_scorer.v1``.
+    ordered_warmup_updates (int): the first this many updates of a training process assign
+        queries to gold statically (queries in index order take the entities in text order,
+        ``ordered_assignment``) instead of by Hungarian matching, so fresh queries specialize
+        instead of collapsing onto one entity. 0: Hungarian from the start, as in PIQN.
     """
     return PIQN(
         nlp.vocab,
@@ -140,6 +146,7 @@ def make_piqn(
         decoding=decoding,
         set_ents=set_ents,
         scorer=scorer,
+        ordered_warmup_updates=ordered_warmup_updates,
     )
 
 
@@ -168,6 +175,7 @@ class PIQN(TrainablePipe):
         decoding: str = "nested",
         set_ents: bool = False,
         scorer: Optional[Callable] = None,
+        ordered_warmup_updates: int = 0,
     ) -> None:
         if decoding not in DECODING_MODES:
             raise ValueError(Errors.E004.format(modes=DECODING_MODES, value=decoding, name=name))
@@ -187,8 +195,11 @@ class PIQN(TrainablePipe):
             "boundary_threshold": boundary_threshold,
             "decoding": decoding,
             "set_ents": set_ents,
+            "ordered_warmup_updates": ordered_warmup_updates,
             "nI": None,
         }
+        # Updates made by this process (not saved): the ordered warm-up counts them.
+        self.n_updates = 0
 
     @property
     def key(self) -> str:
@@ -303,6 +314,7 @@ class PIQN(TrainablePipe):
         set_dropout_rate(self.model, drop)
         scores, backprop_scores = self.model.begin_update([eg.predicted for eg in examples])
         loss, d_scores = self.get_loss(examples, scores)
+        self.n_updates += 1
         backprop_scores(d_scores)
         if sgd is not None:
             self.finish_update(sgd)
@@ -328,7 +340,8 @@ class PIQN(TrainablePipe):
             class_weight=self.cfg["loss_class_weight"],
             boundary_weight=self.cfg["loss_boundary_weight"],
         )
-        loss = piqn_loss(*leaves, scores.lengths, gold, weights)
+        ordered = self.n_updates < self.cfg.get("ordered_warmup_updates", 0)
+        loss = piqn_loss(*leaves, scores.lengths, gold, weights, ordered=ordered)
         loss.backward()
         # Entity-free batches leave the pointer logits without a gradient.
         grads = [torch2xp(t.grad) if t.grad is not None else self.model.ops.alloc(t.shape) for t in leaves]

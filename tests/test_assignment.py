@@ -3,7 +3,7 @@ from itertools import permutations
 import numpy as np
 import pytest
 
-from spacy_piqn.assignment import assign_queries, assignment_cost, slot_targets
+from spacy_piqn.assignment import assign_queries, assignment_cost, ordered_assignment, slot_targets
 
 
 def brute_force_min(cost: np.ndarray) -> float:
@@ -57,3 +57,23 @@ def test_identical_slots_go_to_distinct_queries():
     p_bnd = np.full((4, 3), 0.5)
     queries, slots = assign_queries(p_class, p_bnd, p_bnd, np.array([[1, 0, 2]]), n_slots=3)
     assert len(set(queries.tolist())) == 3 and set(slots.tolist()) == {0}
+
+
+@pytest.mark.parametrize("n_gold", [1, 2, 5, 30, 70])
+def test_ordered_assignment_gives_entities_in_text_order_to_queries_in_index_order(n_gold):
+    rng = np.random.default_rng(n_gold)
+    starts = rng.permutation(100)[:n_gold]
+    gold = np.stack([np.ones(n_gold, dtype=np.int64), starts, starts + 1], axis=1)
+    queries, targets = ordered_assignment(gold, n_slots=30, n_queries=60, rng=rng)
+    n_eff = min(max(30, n_gold), 60)
+    assert len(queries) == len(targets) == n_eff
+    assert len(set(queries.tolist())) == n_eff and np.all(np.diff(queries) > 0)
+    # Later queries never take an entity that starts earlier.
+    assert np.all(np.diff(gold[targets, 1]) >= 0)
+    # Every entity gets a query when there are enough of them.
+    assert len(set(targets.tolist())) == min(n_gold, 60)
+
+
+def test_ordered_assignment_without_gold():
+    queries, targets = ordered_assignment(np.zeros((0, 3), dtype=np.int64), n_slots=30, n_queries=60)
+    assert len(queries) == len(targets) == 0
