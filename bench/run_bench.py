@@ -603,6 +603,9 @@ def evaluate_one(
     }
     if system in PIQN_SYSTEMS:
         extra["decoding"] = DATASETS[dataset].piqn_decoding
+    changed = {dotted: value for target, dotted, value in args.set if target == system}
+    if changed:
+        extra["set"] = changed
     if system == "spancat":
         extra["ngram_sizes"] = f"1-{ngram_max}"
     if ENCODERS[encoder].transformer:
@@ -654,6 +657,7 @@ def markdown_table(results: list[RunResult]) -> str:
         x = res.extra
         system = res.system + (f" ({x['decoding']})" if "decoding" in x else "")
         system += f" (ngrams {x['ngram_sizes']})" if "ngram_sizes" in x else ""
+        system += "".join(f" ({key}={value})" for key, value in x.get("set", {}).items())
         rows.append(
             f"| {res.dataset} | {res.encoder} | {system} | {pct(res.p)} | {pct(res.r)} | {pct(res.f)} "
             f"| {pct(res.loc_f)} | {pct(res.cls_f)} | {x['steps']} ({x['stopped_by']}) | {res.train_s:.0f} "
