@@ -86,7 +86,7 @@ def build_query_transformer_model(
     max_length: int = 512,
     mixed_precision: bool = False,
     grad_scaler_config: dict = {},
-    max_padded_subwords: int = 1024,
+    max_padded_subwords: int = 2048,
 ) -> Model[Tuple[List[Doc], List[Window]], List[Tuple[Floats2d, Floats2d]]]:
     """PIQN's own encoder: M instance queries ride through a pretrained BERT, RoBERTa or
     ELECTRA next to the words, with one-way attention (words never see the queries, so word
