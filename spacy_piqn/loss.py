@@ -56,16 +56,17 @@ def piqn_loss(
     n_classes = classes.shape[-1]
     device = left.device
     word_mask = torch.arange(n_words, device=device)[None, :] < torch.as_tensor(lengths, device=device)[:, None]
-    with torch.no_grad():
-        p_class = torch.softmax(classes.float(), -1).cpu().numpy()
-        p_left = torch.sigmoid(left.float()).cpu().numpy()
-        p_right = torch.sigmoid(right.float()).cpu().numpy()
     total = left.new_zeros(())
-    static = []
     if ordered:
         # Seeded from numpy's global state, which spaCy's fix_random_seed sets.
         rng = np.random.default_rng(np.random.randint(2**31))
         static = [ordered_assignment(g, weights.n_slots, n_queries, rng) for g in gold]
+    else:
+        # The matching cost reads probabilities; the static assignment needs none.
+        with torch.no_grad():
+            p_class = torch.softmax(classes.float(), -1).cpu().numpy()
+            p_left = torch.sigmoid(left.float()).cpu().numpy()
+            p_right = torch.sigmoid(right.float()).cpu().numpy()
     for layer in range(n_layers):
         rows_b, rows_q, targets = [], [], []
         for b, window_gold in enumerate(gold):

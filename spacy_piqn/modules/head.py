@@ -192,6 +192,13 @@ def length_groups(lengths: List[int], max_padded_words: int) -> List[List[int]]:
     return groups
 
 
+def in_input_order(parts: List[torch.Tensor], groups: List[List[int]], dim: int) -> torch.Tensor:
+    """Concatenate per-group outputs along the window dimension ``dim`` and put the windows
+    back in input order (the inverse of the ``length_groups`` permutation)."""
+    order = torch.tensor([i for group in groups for i in group], device=parts[0].device)
+    return torch.cat(parts, dim=dim).index_select(dim, torch.argsort(order))
+
+
 class PIQNHead(nn.Module):
     """BiLSTM → L one-way query layers → (pointer, classifier) per layer.
 
@@ -281,11 +288,7 @@ class PIQNHead(nn.Module):
             left, right, classes = self._forward([windows[i] for i in group], group_queries, all_layers)
             pad = (0, n_words - left.shape[-1])
             parts.append((F.pad(left, pad, value=PAD_LOGIT), F.pad(right, pad, value=PAD_LOGIT), classes))
-        order = torch.tensor([i for group in groups for i in group])
-        inverse = torch.empty_like(order)
-        inverse[order] = torch.arange(len(order))
-        inverse = inverse.to(parts[0][0].device)
-        left, right, classes = (torch.cat(stream, dim=1).index_select(1, inverse) for stream in zip(*parts))
+        left, right, classes = (in_input_order(list(stream), groups, dim=1) for stream in zip(*parts))
         return left, right, classes
 
     def _forward(

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
-from .head import length_groups
+from .head import in_input_order, length_groups
 
 SUPPORTED_MODELS = ("BertModel", "RobertaModel", "ElectraModel")
 
@@ -124,7 +124,7 @@ class QueryEncoder(nn.Module):
             (``length_groups``; 0: one batch), so short windows are not padded to the longest.
             The inputs must be right-padded, as ``encode_windows`` makes them.
         """
-        counts = [int(n) for n in n_words]
+        counts = n_words.tolist() if isinstance(n_words, torch.Tensor) else list(n_words)
         lengths = attention_mask.sum(1).tolist()
         groups = length_groups(lengths, max_padded)
         if len(groups) == 1:
@@ -142,11 +142,7 @@ class QueryEncoder(nn.Module):
                 [counts[i] for i in group],
             )
             parts.append((F.pad(words, (0, 0, 0, n - words.shape[1])), queries))
-        order = torch.tensor([i for group in groups for i in group])
-        inverse = torch.empty_like(order)
-        inverse[order] = torch.arange(len(order))
-        inverse = inverse.to(input_ids.device)
-        words, queries = (torch.cat(stream).index_select(0, inverse) for stream in zip(*parts))
+        words, queries = (in_input_order(list(stream), groups, dim=0) for stream in zip(*parts))
         return words, queries
 
     def _forward(
