@@ -56,6 +56,47 @@ REPORT_ROWS = (
 )
 
 
+def transformers_problem() -> str | None:
+    """What to do when spacy-transformers is installed but cannot import the installed transformers, else None.
+
+    spaCy imports the factories of every installed package (entry points) whenever it creates a pipeline, so a
+    transformers release that spacy-transformers cannot import (5.x: ``cannot import name 'BatchEncoding'``) breaks
+    every command, tok2vec pipelines included, with an error from deep inside spacy-transformers (or a misleading
+    "unknown language code"). This imports spacy-transformers once up front and turns that into a fix to run. The
+    transformers range is spacy-piqn's own requirement, the one spacy-transformers accepts.
+    """
+    from importlib import metadata
+
+    try:
+        import spacy_transformers  # noqa: F401
+    except ImportError as error:
+        if error.name == "spacy_transformers":  # not installed: spaCy has nothing to import either
+            return None
+        from packaging.requirements import Requirement
+
+        def version(name: str) -> str:
+            try:
+                return metadata.version(name)
+            except metadata.PackageNotFoundError:
+                return "(not installed)"
+
+        def transformers_pin(distribution: str) -> str:
+            try:
+                requirements = [Requirement(line) for line in metadata.requires(distribution) or []]
+            except metadata.PackageNotFoundError:
+                return ""
+            specifiers = next((r.specifier for r in requirements if r.name == "transformers"), [])
+            return ",".join(sorted((str(s) for s in specifiers), key=lambda s: not s.startswith(">")))
+
+        pin = transformers_pin("spacy-piqn") or transformers_pin("spacy-transformers")
+        return (
+            f"error: spacy-transformers {version('spacy-transformers')} cannot import transformers "
+            f"{version('transformers')} ({error}); spaCy imports it for every pipeline, so no command can run.\n"
+            f'fix: pip install "transformers{pin}"'
+        )
+    return None
+
+
 def fail(message: str) -> typer.Exit:
     """Print one line to stderr and give the exit to raise: users get the reason, not a traceback."""
     typer.echo(f"error: {message}", err=True)

@@ -59,20 +59,41 @@ def test_whitespace_and_huge_docs(trained_tiny):
         check_group(nlp, doc)
 
 
-def test_long_doc_trains_and_finds_entities_in_the_last_window():
-    # One 2,000+ token doc with sentence boundaries: sentence windows, trained and predicted
-    # across the whole doc.
+def test_long_doc_trains_and_predicts_in_the_last_window(caplog):
+    """One 2,000+ token doc with sentence boundaries: sentence windows, trained and predicted across the whole doc.
+
+    Checked on the structure, not on what a short training run finds (that depends on the head and on the CPU's
+    float rounding): the last sentence is the last window, its gold is that window's training target, nothing is
+    logged as left out, and the last window's logits equal those of the same sentence at the end of a two-sentence
+    doc (the default tok2vec sees 4 tokens to each side, less than the 5-token sentence before it).
+    """
     fix_random_seed(0)
     nlp = spacy.blank("en")
-    nlp.add_pipe("piqn", config=TINY_PIQN)
+    piqn = nlp.add_pipe("piqn", config=TINY_PIQN)
     example, make_doc, gold = one_doc_of_sentences(nlp, [NESTED_DATA[i] for i in (0, 1, 3)] * 85)
     assert len(example.reference) > 2000
-    losses = train_examples(nlp, [example], steps=40)
+    with caplog.at_level(logging.WARNING, logger="spacy_piqn"):
+        losses = train_examples(nlp, [example], steps=3)
     assert np.isfinite(losses["piqn"])
-    doc = nlp(make_doc(nlp.vocab))
-    last_start = list(doc.sents)[-1].start
-    found = {s for s in spans_of(doc) if s[0] >= last_start}
-    assert found & {s for s in gold if s[0] >= last_start}
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+
+    doc = make_doc(nlp.vocab)
+    last = list(doc.sents)[-1]
+    output = piqn.predict([doc])
+    assert len(output.windows) == 255
+    assert (output.windows[-1].start, output.windows[-1].end) == (last.start, last.end)
+    targets = piqn._window_gold([example], output.windows)[-1]
+    last_gold = sorted((s - last.start, e - last.start) for s, e, _ in gold if s >= last.start)
+    assert last_gold and sorted((int(s), int(e) + 1) for _, s, e in targets) == last_gold
+
+    _, make_short, _ = one_doc_of_sentences(nlp, [NESTED_DATA[1], NESTED_DATA[3]])
+    short = piqn.predict([make_short(nlp.vocab)])
+    n = last.end - last.start
+    np.testing.assert_allclose(output.classes[-1][-1], short.classes[-1][-1], atol=1e-5)
+    for name in ("left", "right"):  # (queries, words), padded to the longest window of the batch
+        np.testing.assert_allclose(getattr(output, name)[-1][-1][:, :n], getattr(short, name)[-1][-1][:, :n], atol=1e-5)
+    predicted = nlp(make_doc(nlp.vocab))
+    assert all(0 <= s.start < s.end <= len(predicted) for s in predicted.spans["sc"])
 
 
 def test_inference_is_deterministic(trained_tiny):

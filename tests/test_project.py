@@ -24,6 +24,7 @@ import srsly
 from weasel.util import load_project_config
 
 REPO = Path(__file__).resolve().parents[1]
+SHARED_GENIA = REPO.parent / "shared" / "data" / "genia"
 PROJECT_FILES = ("project.yml", "configs", "scripts")
 
 
@@ -41,7 +42,7 @@ def copy_project(tmp_path: Path) -> Path:
     return root
 
 
-def run_project(root: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+def run_project(root: Path, *args: str, timeout: int = 600, check: bool = True) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     result = subprocess.run(
         [sys.executable, "-m", "spacy", "project", "run", *args],
@@ -52,7 +53,8 @@ def run_project(root: Path, *args: str, timeout: int = 600) -> subprocess.Comple
         text=True,
         timeout=timeout,
     )
-    assert result.returncode == 0, f"stdout:\n{result.stdout[-4000:]}\nstderr:\n{result.stderr[-4000:]}"
+    if check:
+        assert result.returncode == 0, f"stdout:\n{result.stdout[-4000:]}\nstderr:\n{result.stderr[-4000:]}"
     return result
 
 
@@ -72,6 +74,9 @@ def test_project_file_is_consistent(tmp_path):
     config = load_project_config(copy_project(tmp_path), overrides={"vars.dataset": "conll03"})
     commands = {command["name"]: command for command in config["commands"]}
     assert set(config["workflows"]) >= {"all", "smoke", "conll03", "all-trf"}
+    # A clone with only the repository: `all` makes its data first (from the downloaded GENIA release).
+    assert config["workflows"]["all"][0] == config["workflows"]["all-trf"][0] == "data"
+    assert config["vars"]["data_dir"] == "assets/data"
     for workflow, steps in config["workflows"].items():
         assert set(steps) <= set(commands), workflow
     assert "package" not in config["workflows"]["smoke"]
@@ -82,6 +87,8 @@ def test_project_file_is_consistent(tmp_path):
             path = REPO / asset["dest"]
             assert hashlib.md5(path.read_bytes()).hexdigest() == asset["checksum"], asset["dest"]
     for asset in config["assets"]:
+        if "url" in asset:  # downloads are pinned by commit and checked by MD5
+            assert re.fullmatch(r"[0-9a-f]{32}", asset["checksum"]), asset["dest"]
         if asset["dest"].startswith("assets/conll03/"):
             assert asset["extra"] is True and "research use only" in asset["description"].lower()
     genia_script = load_genia_script()
@@ -289,6 +296,83 @@ def test_genia_output_converts_to_docbin(tmp_path):
         (1, 3, "DNA"),
         (4, 6, "cell_type"),
     ]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The `data` step of `all`: a clone with only the repository builds GENIA from the downloaded release; a data_dir
+# that holds the JSONL already (../shared/data in CI) is used as it is.
+
+GENIA_TGZ = Path("assets") / "genia" / "GENIAcorpus3.02.tgz"
+
+
+def run_prepare_data(*args: object, cwd: Path) -> subprocess.CompletedProcess:
+    command = [sys.executable, str(REPO / "scripts" / "prepare_data.py"), *map(str, args)]
+    return subprocess.run(command, check=False, capture_output=True, text=True, cwd=cwd)
+
+
+def test_data_step_uses_existing_jsonl_as_it_is(tmp_path):
+    root = copy_project(tmp_path)
+    data_dir = tmp_path / "shared" / "data"
+    shutil.copytree(REPO / "assets" / "sample", data_dir / "genia", ignore=shutil.ignore_patterns("*.md", "*.iob"))
+    before = {path.name: path.read_bytes() for path in (data_dir / "genia").iterdir()}
+    first = run_project(root, "data", ".", f"--vars.data_dir={data_dir}")
+    assert f"Using {data_dir / 'genia' / 'train.jsonl'}" in first.stdout
+    assert {path.name: path.read_bytes() for path in (data_dir / "genia").iterdir()} == before
+    assert "nothing changed" in run_project(root, "data", ".", f"--vars.data_dir={data_dir}").stdout
+
+
+def test_data_step_without_data_or_release_says_what_to_run(tmp_path):
+    root = copy_project(tmp_path)
+    result = run_project(root, "all", ".", check=False)
+    assert result.returncode != 0
+    assert "no assets/data/genia/train.jsonl and no assets/genia/GENIAcorpus3.02.tgz" in result.stderr
+    assert "python -m spacy project assets ." in result.stderr and "--vars.data_dir" in result.stderr
+    assert not (root / "corpus" / "genia").exists()  # stopped before convert
+
+    other = run_prepare_data("assets/data", "germeval2014", cwd=root)
+    assert other.returncode == 1 and "Put germeval2014/train.jsonl and dev.jsonl" in other.stderr
+    (root / "assets" / "data" / "germeval2014").mkdir(parents=True)
+    (root / "assets" / "data" / "germeval2014" / "train.jsonl").write_text("", encoding="utf-8")
+    half = run_prepare_data("assets/data", "germeval2014", cwd=root)
+    assert half.returncode == 1 and "dev.jsonl does not" in half.stderr
+
+
+def test_data_step_builds_genia_from_the_release(tmp_path):
+    """In a fresh clone `all` starts with `data`, which reads assets/genia/GENIAcorpus3.02.tgz, refuses a file that is
+    not the 3.02 release (sha256), and otherwise writes the split that `convert` reads."""
+    root = copy_project(tmp_path)
+    (root / GENIA_TGZ).parent.mkdir(parents=True)
+    tgz = write_tgz(root / GENIA_TGZ, GENIA_XML)
+    refused = run_project(root, "data", ".", check=False)
+    assert refused.returncode != 0
+    digest = hashlib.sha256(tgz.read_bytes()).hexdigest()
+    assert f"sha256 of {GENIA_TGZ} is {digest}, expected {load_genia_script().GENIA_302_SHA256}" in refused.stderr
+    assert not (root / "assets" / "data" / "genia").exists()
+
+    # The same step on the synthetic corpus, with its own sha256 and split sizes.
+    sizes = ["--test-size", "2", "--dev-size", "1"]
+    built = run_prepare_data("assets/data", "genia", "--sha256", digest, *sizes, cwd=root)
+    assert built.returncode == 0, built.stderr
+    out = root / "assets" / "data" / "genia"
+    assert read_jsonl(out / "train.jsonl") == EXPECTED_RECORDS[:3]
+    assert read_jsonl(out / "dev.jsonl") == EXPECTED_RECORDS[3:4]
+    # Once built, the project's step uses the files as they are.
+    assert "Using assets/data/genia/train.jsonl" in run_project(root, "data", ".").stdout
+
+
+@pytest.mark.skipif(
+    not (REPO / GENIA_TGZ).is_file() or not (SHARED_GENIA / "train.jsonl").is_file(),
+    reason="needs the downloaded release (spacy project assets) and ../shared/data/genia",
+)
+def test_real_genia_release_gives_the_shared_split(tmp_path):
+    """The release that `spacy project assets` downloads becomes byte for byte the JSONL that CI trains on."""
+    result = run_prepare_data(tmp_path / "data", "genia", "--genia-tgz", REPO / GENIA_TGZ, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "The counts match the published GENIA split" in result.stdout
+    for split in ("train", "dev"):
+        assert (tmp_path / "data" / "genia" / f"{split}.jsonl").read_bytes() == (
+            SHARED_GENIA / f"{split}.jsonl"
+        ).read_bytes()
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -79,8 +79,8 @@ def piqn_config(name, *, max_length: int = 512, size: int = 128, context_words: 
     }
 
 
-def build_nlp(name, steps: int = 0, **config):
-    fix_random_seed(0)
+def build_nlp(name, steps: int = 0, seed: int = 0, **config):
+    fix_random_seed(seed)
     nlp = spacy.blank("en")
     nlp.add_pipe("piqn", config=piqn_config(name, **config))
     examples = make_examples(nlp, DATA)
@@ -131,8 +131,22 @@ def test_initialize_loads_transformer_and_predicts(tiny_bert):
     assert len(nlp("").spans["sc"]) == 0
 
 
+def untrained_nlp_that_predicts(name):
+    """An untrained pipeline whose random head predicts some spans on TEXTS, so that comparing spans is not vacuous.
+
+    Whether a random head predicts any depends on its initialization, and so on the CPU's float rounding: over seeds
+    0-19 (one torch thread, a CPU-bound process on the other core) 3 seeds gave no span at all, the others 1 to 14,
+    seed 0 only 1. So the first of ten seeds that predicts is taken.
+    """
+    for seed in range(10):
+        nlp = build_nlp(name, seed=seed)
+        if any(predictions(nlp, TEXTS)):
+            return nlp
+    raise AssertionError("none of 10 random heads predicted a span")
+
+
 def test_predictions_are_deterministic_and_batch_independent(tiny_bert):
-    nlp = build_nlp(tiny_bert)
+    nlp = untrained_nlp_that_predicts(tiny_bert)
     docs = [nlp.make_doc(text) for text in TEXTS]
     batched = window_probs(nlp, docs)
     assert len(batched) == len(docs)
@@ -142,7 +156,6 @@ def test_predictions_are_deterministic_and_batch_independent(tiny_bert):
         np.testing.assert_array_equal(b, a)
         np.testing.assert_allclose(b, s, atol=1e-5)
     called = predictions(nlp, TEXTS)
-    assert any(called), "an untrained head should predict some spans"
     piped = [
         [(s.start, s.end, s.label_, float(score)) for s, score in zip(doc.spans["sc"], doc.spans["sc"].attrs["scores"])]
         for doc in nlp.pipe(TEXTS, batch_size=3)
