@@ -1,11 +1,12 @@
 """Seconds per training update and inference sentences/s of a fresh PIQN model, with config overrides.
 
-    python bench/step_speed.py CORPUS.spacy [section.key=int ...]
+    python bench/step_speed.py CORPUS.spacy [section.key=JSON ...]
     python bench/step_speed.py corpus/genia_train.spacy components.piqn.model.n_queries=30 components.piqn.n_slots=20
 
 Trains 5 updates of 40 docs (after one warm-up update) and times ``nlp.pipe`` over the 360 docs at batch 64.
 """
 
+import json
 import sys
 import time
 
@@ -24,7 +25,10 @@ def main(corpus: str, overrides: list) -> None:
         node = cfg
         for part in path:
             node = node[part]
-        node[last] = int(value)
+        try:
+            node[last] = json.loads(value)
+        except json.JSONDecodeError:
+            node[last] = value
     nlp = load_model_from_config(cfg, auto_fill=True)
     refs = list(DocBin().from_disk(corpus).get_docs(nlp.vocab))[:360]
     examples = [Example(Doc(nlp.vocab, words=[t.text for t in d]), d) for d in refs]

@@ -10,6 +10,8 @@ from thinc.types import Floats2d
 from .layers.piqn_model import PIQNOutput, build_piqn, build_piqn_query_transformer
 from .layers.query_transformer import build_query_transformer
 from .layers.torch_head import build_torch_head
+from .settings import DEFAULT_HEAD as D
+from .settings import HeadSettings
 from .windows import GetWindows, Window
 
 
@@ -17,19 +19,22 @@ from .windows import GetWindows, Window
 def build_piqn_model(
     tok2vec: Model[List[Doc], List[Floats2d]],
     windows: GetWindows,
-    hidden_width: int = 256,
-    n_queries: int = 60,
-    n_layers: int = 3,
-    n_heads: int = 8,
-    pointer_width: int = 0,
-    lstm_layers: int = 1,
-    dropout: float = 0.1,
-    classifier_dropout: float = 0.5,
-    query_interaction: bool = True,
-    common_embedding: bool = True,
+    hidden_width: int = D.width,
+    n_queries: int = D.n_queries,
+    n_layers: int = D.n_layers,
+    n_heads: int = D.n_heads,
+    pointer: str = D.pointer,
+    anchor_strength: float = D.anchor_strength,
+    pointer_fusion: str = D.pointer_fusion,
+    pointer_width: int = D.pointer_width,
+    lstm_layers: int = D.lstm_layers,
+    dropout: float = D.dropout,
+    classifier_dropout: float = D.classifier_dropout,
+    query_interaction: bool = D.query_interaction,
+    common_embedding: bool = D.common_embedding,
     mixed_precision: bool = False,
     head_lr_scale: float = 1.0,
-    max_padded_words: int = 1024,
+    max_padded_words: int = D.max_padded_words,
 ) -> Model[List[Doc], PIQNOutput]:
     """PIQN's head on top of any spaCy token encoder.
 
@@ -42,8 +47,19 @@ def build_piqn_model(
     n_queries (int): M, the instance queries per window: the most entities one window can hold.
     n_layers (int): L, the word-level one-way transformer layers (each trains its own heads).
     n_heads (int): attention heads of the word-level layers and the classifier.
+    pointer (str): "softmax": each query's left and right boundary is a distribution over the
+        window's words, trained with cross-entropy; "sigmoid": an independent probability per
+        word trained with binary cross-entropy, as in the paper. Softmax learns far faster
+        (bench/RESULTS.md): with sigmoid every query stays "None" for hundreds of updates.
+    anchor_strength (float): κ of the anchor prior: query i of M gets the pointer-logit bias
+        −κ·(relative word position − (i + 0.5)/M)², so fresh queries start at different places
+        of the window instead of collapsing onto one entity. 0: none, as in the paper.
+    pointer_fusion (str): how the pointer combines a query with a word: "additive" (PIQN's
+        ReLU(W_w·word + W_q·query) scored by a linear layer, which builds a (windows × queries ×
+        words × pointer_width) tensor, the head's largest cost) or "bilinear" ((W_q·query) ·
+        (W_w·word), one matrix product).
     pointer_width (int): width of the entity pointer's word-query fusion (0: hidden_width, as in
-        PIQN). Its (windows × queries × words × width) tensor dominates the head's cost.
+        PIQN).
     lstm_layers (int): BiLSTM layers over the words (0: a linear projection instead).
     dropout (float): dropout inside the head (spaCy's [training] dropout does not reach torch).
     classifier_dropout (float): dropout on the entity classifier's input (PIQN uses 0.5).
@@ -58,21 +74,23 @@ def build_piqn_model(
         every window to the batch's longest; 0: one group. Outputs do not change (up to float
         rounding); on CPU it saves the work on padding. Large values suit a GPU.
     """
-    head = build_torch_head(
+    settings = HeadSettings(
         width=hidden_width,
         n_queries=n_queries,
         n_layers=n_layers,
         n_heads=n_heads,
+        pointer=pointer,
+        anchor_strength=anchor_strength,
+        pointer_fusion=pointer_fusion,
         pointer_width=pointer_width,
         lstm_layers=lstm_layers,
         dropout=dropout,
         classifier_dropout=classifier_dropout,
         query_interaction=query_interaction,
         common_embedding=common_embedding,
-        mixed_precision=mixed_precision,
-        lr_scale=head_lr_scale,
         max_padded_words=max_padded_words,
     )
+    head = build_torch_head(settings, mixed_precision=mixed_precision, lr_scale=head_lr_scale)
     return build_piqn(tok2vec, head, windows)
 
 
@@ -136,17 +154,20 @@ def build_query_transformer_model(
 def build_piqn_query_transformer_model(
     encoder: Model[Tuple[List[Doc], List[Window]], List[Tuple[Floats2d, Floats2d]]],
     windows: GetWindows,
-    hidden_width: int = 256,
-    n_layers: int = 3,
-    n_heads: int = 8,
-    pointer_width: int = 0,
-    lstm_layers: int = 1,
-    dropout: float = 0.1,
-    classifier_dropout: float = 0.5,
-    query_interaction: bool = True,
+    hidden_width: int = D.width,
+    n_layers: int = D.n_layers,
+    n_heads: int = D.n_heads,
+    pointer: str = D.pointer,
+    anchor_strength: float = D.anchor_strength,
+    pointer_fusion: str = D.pointer_fusion,
+    pointer_width: int = D.pointer_width,
+    lstm_layers: int = D.lstm_layers,
+    dropout: float = D.dropout,
+    classifier_dropout: float = D.classifier_dropout,
+    query_interaction: bool = D.query_interaction,
     mixed_precision: bool = False,
     head_lr_scale: float = 1.0,
-    max_padded_words: int = 1024,
+    max_padded_words: int = D.max_padded_words,
 ) -> Model[List[Doc], PIQNOutput]:
     """PIQN as in the paper: the head starts from the query states of a query-carrying
     transformer (``spacy-piqn.QueryTransformer.v1``), which reads each window with its context.
@@ -154,8 +175,8 @@ def build_piqn_query_transformer_model(
     encoder (Model): a ``spacy-piqn.QueryTransformer.v1``. Its n_queries is the head's M.
     windows (Callable[[List[Doc]], List[Window]]): how docs are cut into windows
         (``spacy-piqn.token_windows.v1``); every window must fit the encoder's max_length.
-    hidden_width, n_layers, n_heads, pointer_width, lstm_layers, dropout, classifier_dropout: as in
-        ``spacy-piqn.PIQN.v1``.
+    hidden_width, n_layers, n_heads, pointer, anchor_strength, pointer_fusion, pointer_width, lstm_layers,
+        dropout, classifier_dropout: as in ``spacy-piqn.PIQN.v1``.
     query_interaction (bool): whether queries attend to each other in the word-level layers
         (the encoder has its own setting).
     mixed_precision (bool): autocast the head on CUDA (ignored on CPU).
@@ -167,21 +188,24 @@ def build_piqn_query_transformer_model(
     The head has no n_queries or common_embedding: both belong to the encoder, whose query
     states (projected to hidden_width) replace the head's own query content.
     """
-    head = build_torch_head(
+    settings = HeadSettings(
         width=hidden_width,
         n_queries=encoder.attrs["n_queries"],
         n_layers=n_layers,
         n_heads=n_heads,
+        pointer=pointer,
+        anchor_strength=anchor_strength,
+        pointer_fusion=pointer_fusion,
         pointer_width=pointer_width,
         lstm_layers=lstm_layers,
         dropout=dropout,
         classifier_dropout=classifier_dropout,
         query_interaction=query_interaction,
         common_embedding=False,
-        mixed_precision=mixed_precision,
-        encoder_queries=True,
-        lr_scale=head_lr_scale,
         max_padded_words=max_padded_words,
+    )
+    head = build_torch_head(
+        settings, mixed_precision=mixed_precision, encoder_queries=True, lr_scale=head_lr_scale
     )
     for shim in encoder.shims:
         if hasattr(shim, "query_lr_scale"):

@@ -1,8 +1,9 @@
 """PIQN's training loss from a label assignment and the head's logits (torch).
 
 Per word-level layer: the queries are matched to gold slots on that layer's own predictions
-(no gradient), then class cross-entropy over all queries (unmatched ones target "None") and
-boundary BCE over the matched ones. Layers are summed (PIQN's auxiliary losses).
+(no gradient), then class cross-entropy over all queries (unmatched ones target "None") and a
+boundary loss over the matched ones: cross-entropy over the words (softmax pointer) or BCE per
+word (sigmoid pointer, PIQN's). Layers are summed (PIQN's auxiliary losses).
 """
 
 from dataclasses import dataclass
@@ -13,16 +14,17 @@ import torch
 import torch.nn.functional as F
 
 from .assignment import assign_queries, ordered_assignment
+from .modules.head import PAD_LOGIT, boundary_probs
 
 
 @dataclass(frozen=True)
 class LossWeights:
     """Settings of the assignment and the loss (the component's cfg holds them)."""
 
-    n_slots: int = 30
+    n_slots: int = 15
     match_class_weight: float = 2.0
     match_boundary_weight: float = 2.0
-    class_weight: float = 2.0
+    class_weight: float = 8.0
     boundary_weight: float = 2.0
 
 
@@ -44,13 +46,16 @@ def piqn_loss(
     gold: List[np.ndarray],
     weights: LossWeights,
     ordered: bool = False,
+    pointer: str = "softmax",
 ) -> torch.Tensor:
-    """Sum over layers of class CE + boundary BCE.
+    """Sum over layers of class CE + boundary loss.
 
     left/right (L, B, M, n) and classes (L, B, M, C) are logits; lengths the real word count
     of each window; gold[b] an int array (G_b, 3) of (class id >= 1, left, right) with
     inclusive word indices. ``ordered``: the static ``ordered_assignment`` (one draw per window,
-    shared by all layers) instead of Hungarian matching.
+    shared by all layers) instead of Hungarian matching. ``pointer``: "softmax" trains each
+    matched query's boundaries with cross-entropy over the words, "sigmoid" with binary
+    cross-entropy per word (PIQN's); the matching cost reads the same kind of probabilities.
     """
     n_layers, batch, n_queries, n_words = left.shape
     n_classes = classes.shape[-1]
@@ -65,8 +70,8 @@ def piqn_loss(
         # The matching cost reads probabilities; the static assignment needs none.
         with torch.no_grad():
             p_class = torch.softmax(classes.float(), -1).cpu().numpy()
-            p_left = torch.sigmoid(left.float()).cpu().numpy()
-            p_right = torch.sigmoid(right.float()).cpu().numpy()
+            p_left = boundary_probs(left.float(), pointer).cpu().numpy()
+            p_right = boundary_probs(right.float(), pointer).cpu().numpy()
     for layer in range(n_layers):
         rows_b, rows_q, targets = [], [], []
         for b, window_gold in enumerate(gold):
@@ -100,9 +105,15 @@ def piqn_loss(
             mask = word_mask[b_idx].float()
             boundary = left.new_zeros(())
             for logits, column in ((left, 1), (right, 2)):
-                onehot = F.one_hot(target[:, column], n_words).float()
-                bce = F.binary_cross_entropy_with_logits(logits[layer, b_idx, q_idx].float(), onehot, reduction="none")
-                boundary = boundary + (bce * mask).sum()
+                matched = logits[layer, b_idx, q_idx].float()
+                if pointer == "softmax":
+                    # Padded words take no probability mass (and get no gradient).
+                    matched = matched.masked_fill(mask == 0, PAD_LOGIT)
+                    boundary = boundary + F.cross_entropy(matched, target[:, column], reduction="sum")
+                else:
+                    onehot = F.one_hot(target[:, column], n_words).float()
+                    bce = F.binary_cross_entropy_with_logits(matched, onehot, reduction="none")
+                    boundary = boundary + (bce * mask).sum()
             loss = loss + weights.boundary_weight * boundary / n_matched
         ce = F.cross_entropy(
             classes[layer].reshape(-1, n_classes).float(), class_target.reshape(-1), weight=class_weights

@@ -19,9 +19,10 @@ from spacy.training import Example, validate_examples, validate_get_examples
 from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer, set_dropout_rate
 
-from .decoding import DECODING_MODES, decode_queries, filter_candidates
+from .decoding import DECODING_MODES, decode_windows, filter_candidates
 from .errors import Errors, Warnings
 from .layers.piqn_model import PIQNOutput
+from .layers.torch_head import head_settings
 from .windows import Window
 
 logger = logging.getLogger("spacy_piqn")
@@ -29,13 +30,16 @@ logger = logging.getLogger("spacy_piqn")
 DEFAULT_MODEL_CONFIG = """
 [model]
 @architectures = "spacy-piqn.PIQN.v1"
-hidden_width = 256
-n_queries = 60
-n_layers = 3
+hidden_width = 192
+n_queries = 30
+n_layers = 2
 n_heads = 8
+pointer = "softmax"
+anchor_strength = 8.0
+pointer_fusion = "bilinear"
 pointer_width = 64
 lstm_layers = 1
-dropout = 0.1
+dropout = 0.0
 classifier_dropout = 0.5
 query_interaction = true
 common_embedding = true
@@ -73,14 +77,15 @@ DEFAULT_MODEL = Config().from_str(DEFAULT_MODEL_CONFIG)["model"]
     default_config={
         "model": DEFAULT_MODEL,
         "spans_key": "sc",
-        "n_slots": 30,
+        "n_slots": 15,
         "match_class_weight": 2.0,
         "match_boundary_weight": 2.0,
-        "loss_class_weight": 2.0,
+        "loss_class_weight": 8.0,
         "loss_boundary_weight": 2.0,
         "class_threshold": 0.0,
         "boundary_threshold": 0.0,
         "decoding": "nested",
+        "merge_nested_duplicates": True,
         "set_ents": False,
         "ordered_warmup_updates": 0,
         "scorer": {"@scorers": "spacy-piqn.piqn_scorer.v1"},
@@ -109,6 +114,7 @@ def make_piqn(
     set_ents: bool,
     scorer: Optional[Callable],
     ordered_warmup_updates: int = 0,
+    merge_nested_duplicates: bool = True,
 ) -> "PIQN":
     """Create a PIQN entity recognizer.
 
@@ -123,6 +129,9 @@ def make_piqn(
     boundary_threshold (float): ... and both boundary probabilities are above this.
     decoding (str): "nested" (drop spans crossing a better one, one label per span) or "flat"
         (no overlaps).
+    merge_nested_duplicates (bool): with "nested" decoding, also drop a span nested in (or
+        around) a better one of the same label with which it shares a boundary: the near misses
+        of PIQN's several queries per entity look like that.
     set_ents (bool): also write a non-overlapping selection (best score first) to ``doc.ents``,
         replacing what was there.
     scorer (Optional[Callable]): defaults to ``spacy-piqn.piqn_scorer.v1``.
@@ -147,6 +156,7 @@ def make_piqn(
         set_ents=set_ents,
         scorer=scorer,
         ordered_warmup_updates=ordered_warmup_updates,
+        merge_nested_duplicates=merge_nested_duplicates,
     )
 
 
@@ -165,10 +175,10 @@ class PIQN(TrainablePipe):
         name: str = "piqn",
         *,
         spans_key: str = "sc",
-        n_slots: int = 30,
+        n_slots: int = 15,
         match_class_weight: float = 2.0,
         match_boundary_weight: float = 2.0,
-        loss_class_weight: float = 2.0,
+        loss_class_weight: float = 8.0,
         loss_boundary_weight: float = 2.0,
         class_threshold: float = 0.0,
         boundary_threshold: float = 0.0,
@@ -176,6 +186,7 @@ class PIQN(TrainablePipe):
         set_ents: bool = False,
         scorer: Optional[Callable] = None,
         ordered_warmup_updates: int = 0,
+        merge_nested_duplicates: bool = True,
     ) -> None:
         if decoding not in DECODING_MODES:
             raise ValueError(Errors.E004.format(modes=DECODING_MODES, value=decoding, name=name))
@@ -194,6 +205,7 @@ class PIQN(TrainablePipe):
             "class_threshold": class_threshold,
             "boundary_threshold": boundary_threshold,
             "decoding": decoding,
+            "merge_nested_duplicates": merge_nested_duplicates,
             "set_ents": set_ents,
             "ordered_warmup_updates": ordered_warmup_updates,
             "nI": None,
@@ -216,6 +228,11 @@ class PIQN(TrainablePipe):
     @property
     def _head(self) -> Model:
         return self.model.get_ref("head")
+
+    @property
+    def _pointer(self) -> str:
+        """The head's pointer type: the loss and the decoding read boundaries accordingly."""
+        return head_settings(self._head).pointer
 
     def add_label(self, label: str) -> int:
         """Add a label before initialization. RETURNS (int): 0 if it was known, else 1."""
@@ -258,32 +275,31 @@ class PIQN(TrainablePipe):
     def set_annotations(self, docs: Iterable[Doc], scores: PIQNOutput) -> None:
         """Decode each window, merge a doc's windows and write ``doc.spans[spans_key]``."""
         docs = list(docs)
-        candidates: List[List[Tuple[np.ndarray, ...]]] = [[] for _ in docs]
-        if scores.windows:
-            ops = self.model.ops
-            p_class = ops.to_numpy(ops.softmax(scores.classes[-1], axis=-1))
-            p_left = ops.to_numpy(ops.sigmoid(scores.left[-1]))
-            p_right = ops.to_numpy(ops.sigmoid(scores.right[-1]))
-            for b, window in enumerate(scores.windows):
-                n = window.end - window.start
-                starts, ends, types, probs = decode_queries(
-                    p_class[b],
-                    p_left[b, :, :n],
-                    p_right[b, :, :n],
-                    self.cfg["class_threshold"],
-                    self.cfg["boundary_threshold"],
-                )
-                candidates[window.doc].append((starts + window.start, ends + window.start, types, probs))
-        for doc, found in zip(docs, candidates):
-            self._write_spans(doc, found)
+        ops = self.model.ops
+        none = np.zeros((0, 0, 0), dtype=np.float32)
 
-    def _write_spans(self, doc: Doc, found: List[Tuple[np.ndarray, ...]]) -> None:
-        if found:
-            starts, ends, types, probs = (np.concatenate(parts) for parts in zip(*found))
-        else:
-            starts = ends = types = np.zeros((0,), dtype=np.int64)
-            probs = np.zeros((0,), dtype=np.float32)
-        keep = filter_candidates(starts, ends, probs, self.cfg["decoding"])
+        def probs(logits: Any, boundary: bool) -> np.ndarray:
+            if logits is None:
+                return none
+            if boundary and self._pointer == "sigmoid":
+                return ops.to_numpy(ops.sigmoid(logits[-1]))
+            return ops.to_numpy(ops.softmax(logits[-1], axis=-1))
+
+        candidates = decode_windows(
+            probs(scores.classes, False),
+            probs(scores.left, True),
+            probs(scores.right, True),
+            scores.windows,
+            len(docs),
+            self.cfg["class_threshold"],
+            self.cfg["boundary_threshold"],
+        )
+        for doc, found in zip(docs, candidates):
+            self._write_spans(doc, *found)
+
+    def _write_spans(self, doc: Doc, starts: np.ndarray, ends: np.ndarray, types: np.ndarray, probs: np.ndarray) -> None:
+        merge = self.cfg["merge_nested_duplicates"]
+        keep = filter_candidates(starts, ends, probs, self.cfg["decoding"], types if merge else None)
         # Sorted by position, like the gold groups the converter writes.
         keep = keep[np.lexsort((ends[keep], starts[keep]))] if len(keep) else keep
         labels = self.labels
@@ -341,7 +357,7 @@ class PIQN(TrainablePipe):
             boundary_weight=self.cfg["loss_boundary_weight"],
         )
         ordered = self.n_updates < self.cfg.get("ordered_warmup_updates", 0)
-        loss = piqn_loss(*leaves, scores.lengths, gold, weights, ordered=ordered)
+        loss = piqn_loss(*leaves, scores.lengths, gold, weights, ordered=ordered, pointer=self._pointer)
         loss.backward()
         # Entity-free batches leave the pointer logits without a gradient.
         grads = [torch2xp(t.grad) if t.grad is not None else self.model.ops.alloc(t.shape) for t in leaves]
@@ -351,7 +367,7 @@ class PIQN(TrainablePipe):
         """Gold (class id, left, right) per window, inclusive and window-relative. Nested gold is
         read with overlap allowed; every gold span the windows cannot use is reported."""
         label_ids = {label: i + 1 for i, label in enumerate(self.labels)}
-        n_queries = self._head.attrs["n_queries"]
+        n_queries = head_settings(self._head).n_queries
         per_doc: List[np.ndarray] = []
         n_unaligned = 0
         for i, eg in enumerate(examples):

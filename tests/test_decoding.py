@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from spacy_piqn.decoding import decode_queries, filter_candidates
+from spacy_piqn.decoding import decode_queries, decode_windows, filter_candidates
 
 
 def one_hot(n, i, hi=0.9, lo=0.01):
@@ -17,7 +17,8 @@ def test_decode_keeps_typed_valid_queries():
     starts, ends, types, scores = decode_queries(p_class, p_left, p_right)
     # Query 1 is None; query 3 has left > right and is dropped, not repaired.
     assert starts.tolist() == [1, 2] and ends.tolist() == [3, 3] and types.tolist() == [1, 2]
-    assert scores.tolist() == pytest.approx([0.8, 0.7])
+    # Scores: class probability × √(P_left · P_right) = p × 0.9.
+    assert scores.tolist() == pytest.approx([0.8 * 0.9, 0.7 * 0.9])
 
 
 def test_thresholds():
@@ -48,3 +49,31 @@ def test_flat_filter_keeps_no_overlap():
 def test_unknown_mode():
     with pytest.raises(ValueError, match="decoding"):
         filter_candidates(np.zeros(0, int), np.zeros(0, int), np.zeros(0), "overlapping")
+
+
+def test_same_type_nests_sharing_a_boundary_are_merged_when_types_are_given():
+    # (0,4) A is best; (0,3) A shares its start: a near miss. (0,2) B shares it with another
+    # type, (1,2) A nests without sharing a boundary with an A: both kept, as is everything
+    # without types.
+    starts = np.array([0, 0, 0, 1])
+    ends = np.array([4, 3, 2, 2])
+    types = np.array([1, 1, 2, 1])
+    scores = np.array([0.9, 0.8, 0.7, 0.6])
+    kept = filter_candidates(starts, ends, scores, "nested", types)
+    assert kept.tolist() == [0, 2, 3]
+    assert filter_candidates(starts, ends, scores, "nested").tolist() == [0, 1, 2, 3]
+    # The better span wins whichever is outside.
+    kept = filter_candidates(starts, ends, np.array([0.5, 0.8, 0.7, 0.6]), "nested", types)
+    assert kept.tolist() == [1, 2, 3]
+
+
+def test_decode_windows_puts_candidates_in_doc_coordinates():
+    from spacy_piqn.windows import Window
+
+    p_class = np.array([[[0.1, 0.9]], [[0.2, 0.8]], [[0.9, 0.1]]])
+    p_left = np.array([[one_hot(3, 1)], [one_hot(3, 0)], [one_hot(3, 0)]])
+    p_right = np.array([[one_hot(3, 2)], [one_hot(3, 1)], [one_hot(3, 0)]])
+    windows = [Window(0, 0, 3), Window(1, 5, 7), Window(1, 7, 8)]
+    found = decode_windows(p_class, p_left, p_right, windows, n_docs=3)
+    assert [f[0].tolist() for f in found] == [[1], [5], []]
+    assert [f[1].tolist() for f in found] == [[3], [7], []]

@@ -1,8 +1,10 @@
 import numpy as np
+import pytest
 import torch
 
 from spacy_piqn.loss import LossWeights, none_class_weight, piqn_loss
 from spacy_piqn.modules.head import OneWayLayer, PIQNHead
+from spacy_piqn.settings import HeadSettings
 
 from .conftest import TINY_PIQN
 
@@ -27,10 +29,11 @@ def test_loss_is_finite_without_entities():
     assert left.grad is None or left.grad.abs().sum() == 0
 
 
-def test_loss_supervises_boundaries_of_matched_queries():
+@pytest.mark.parametrize("pointer", ["softmax", "sigmoid"])
+def test_loss_supervises_boundaries_of_matched_queries(pointer):
     left, right, classes = head_outputs()
     gold = [np.array([[1, 0, 2], [2, 1, 1]]), np.zeros((0, 3), dtype=np.int64), np.array([[3, 0, 1]])]
-    loss = piqn_loss(left, right, classes, [6, 4, 2], gold, LossWeights(n_slots=3))
+    loss = piqn_loss(left, right, classes, [6, 4, 2], gold, LossWeights(n_slots=3), pointer=pointer)
     loss.backward()
     assert torch.isfinite(loss)
     assert left.grad[:, 0].abs().sum() > 0 and right.grad[:, 2].abs().sum() > 0
@@ -83,7 +86,7 @@ def test_words_never_see_queries():
 
 def test_head_word_path_is_independent_of_query_embeddings():
     torch.manual_seed(0)
-    head = PIQNHead(8, 3, width=16, n_queries=4, n_layers=2, n_heads=2).eval()
+    head = PIQNHead(8, 3, HeadSettings(width=16, n_queries=4, n_layers=2, n_heads=2)).eval()
     windows = [torch.randn(5, 8), torch.randn(3, 8)]
     words, mask = head.encode_words(windows)
     content, position = head.queries()
@@ -98,7 +101,7 @@ def test_head_word_path_is_independent_of_query_embeddings():
 
 def test_padding_does_not_change_predictions():
     torch.manual_seed(0)
-    head = PIQNHead(8, 3, width=16, n_queries=4, n_layers=2, n_heads=2).eval()
+    head = PIQNHead(8, 3, HeadSettings(width=16, n_queries=4, n_layers=2, n_heads=2)).eval()
     a, b = torch.randn(5, 8), torch.randn(2, 8)
     with torch.no_grad():
         together = head([a, b])

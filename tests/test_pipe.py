@@ -84,39 +84,85 @@ def test_empty_and_tiny_docs(trained_tiny):
 
 
 def test_long_doc_is_predicted_in_every_window(trained_tiny):
+    """A 1,500-token doc of 300 sentences is predicted window by window, to its last sentence.
+
+    tok2vec context crosses sentence edges, but the default tok2vec sees 4 tokens to each side, less than one of
+    these 5-token sentences. So the first sentence must get exactly the spans (and scores) of the first sentence of
+    a three-sentence doc, the last one those of its last, and the 298 between those of its middle one: equalities
+    that hold however well the model was trained.
+    """
     nlp, _ = trained_tiny
     sentence = "Jurkat cells express IL-4 .".split()
-    expected = spans_of(predict(nlp, " ".join(sentence)))
-    assert expected
-    # 300 sentences, 1,500 tokens: one window per sentence, so the last one is read too.
-    words = sentence * 300
-    doc = Doc(nlp.vocab, words=words, sent_starts=[i % 5 == 0 for i in range(len(words))])
-    doc = nlp(doc)
-    per_sentence = [
-        sorted((s.start - 5 * i, s.end - 5 * i, s.label_) for s in doc.spans["sc"] if 5 * i <= s.start < 5 * i + 5)
-        for i in range(300)
-    ]
-    # tok2vec context crosses sentence edges, so allow a few sentences to differ.
-    assert sum(found == sorted(expected) for found in per_sentence) >= 285
-    assert per_sentence[-1]
+
+    def sentence_predictions(n_sentences: int) -> list:
+        words = sentence * n_sentences
+        doc = nlp(Doc(nlp.vocab, words=words, sent_starts=[i % 5 == 0 for i in range(len(words))]))
+        found = [[] for _ in range(n_sentences)]
+        for span, score in zip(doc.spans["sc"], doc.spans["sc"].attrs["scores"]):
+            i = span.start // 5
+            assert span.end <= 5 * (i + 1), "a span crosses a sentence boundary"
+            found[i].append((span.start - 5 * i, span.end - 5 * i, span.label_, float(score)))
+        return [sorted(spans) for spans in found]
+
+    def same(a: list, b: list) -> bool:
+        return [s[:3] for s in a] == [s[:3] for s in b] and np.allclose([s[3] for s in a], [s[3] for s in b], atol=1e-5)
+
+    first, middle, last = sentence_predictions(3)
+    assert last, "the overfit pipeline finds the entities of a training sentence"
+    per_sentence = sentence_predictions(300)
+    assert len(per_sentence) == 300
+    assert same(per_sentence[0], first) and same(per_sentence[-1], last)
+    assert all(same(found, middle) for found in per_sentence[1:-1])
     # Without sentence boundaries: overlapping token windows, valid spans through the whole doc.
+    words = sentence * 300
     doc = nlp(Doc(nlp.vocab, words=words))
     assert all(0 <= s.start < s.end <= len(doc) for s in doc.spans["sc"])
     assert len(doc.spans["sc"].attrs["scores"]) == len(doc.spans["sc"])
 
 
-def test_doc_with_more_entities_than_queries():
-    # One doc of 30 sentences with 100 (nested) entities, 8 queries per window: sentence
-    # windows keep every entity reachable, in training and in prediction.
+def test_doc_with_more_entities_than_queries(caplog):
+    """One doc of 30 sentences with 100 (nested) entities and 8 queries per window: sentence windows keep every
+    entity reachable, in training and in prediction.
+
+    Checked on the structure, which no training run can change: one window per sentence, 8 queries in each
+    (240 for 100 entities), all 100 entities in the training targets of their windows (none logged as left out),
+    finite losses, and predicted spans that never cross a sentence. How many entities a short training run then
+    finds depends on the head and on the CPU's float rounding (a threshold on it failed at 90 of 100 on one
+    machine), so it is not asserted here; `test_overfit_nested_entities` covers learning.
+    """
     fix_random_seed(0)
     nlp = spacy.blank("en")
-    nlp.add_pipe("piqn", config=TINY_PIQN)
+    piqn = nlp.add_pipe("piqn", config=TINY_PIQN)
     example, make_doc, gold = one_doc_of_sentences(nlp, [NESTED_DATA[i] for i in (0, 1, 3)] * 10)
     assert len(gold) == 100
-    losses = train_examples(nlp, [example], steps=150)
+    with caplog.at_level(logging.WARNING, logger="spacy_piqn"):
+        losses = train_examples(nlp, [example], steps=3)
     assert np.isfinite(losses["piqn"])
-    doc = nlp(make_doc(nlp.vocab))
-    assert len(set(spans_of(doc)) & set(gold)) >= 95
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text  # no W001/W002/W003
+
+    doc = make_doc(nlp.vocab)
+    sentences = [(sent.start, sent.end) for sent in doc.sents]
+    assert len(sentences) == 30
+    output = piqn.predict([doc])
+    assert [(w.start, w.end) for w in output.windows] == sentences
+    n_windows, n_queries = output.classes[-1].shape[:2]
+    assert (n_windows, n_queries) == (30, TINY_PIQN["model"]["n_queries"])
+    assert n_windows * n_queries > len(gold)
+
+    # The training targets: every gold entity, in the window of its sentence (window-relative, end inclusive).
+    targets = piqn._window_gold([example], output.windows)
+    labels = piqn.labels
+    found = [
+        (int(start) + window.start, int(end) + window.start + 1, labels[int(label) - 1])
+        for window, rows in zip(output.windows, targets)
+        for label, start, end in rows
+    ]
+    assert sorted(found) == sorted(gold)
+    assert max(len(rows) for rows in targets) == 5
+
+    predicted = nlp(make_doc(nlp.vocab))
+    for span in predicted.spans["sc"]:
+        assert any(start <= span.start < span.end <= end for start, end in sentences), span
 
 
 def test_gold_over_capacity_trains_and_is_logged(caplog):

@@ -1,11 +1,14 @@
 """thinc glue for the PyTorch PIQN head: lazy construction, converters, safetensors state."""
 
+import contextlib
 import os
-from typing import Any, Callable, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from thinc.api import ArgsKwargs, Model, Optimizer, PyTorchGradScaler, PyTorchShim, torch2xp, xp2torch
 from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.types import Floats2d, Floats4d
+
+from ..settings import HeadSettings
 
 # Word vectors per window; with ``encoder_queries``, (word vectors, query states) per window.
 InT = Union[List[Floats2d], List[Tuple[Floats2d, Floats2d]]]
@@ -13,32 +16,21 @@ OutT = Tuple[Floats4d, Floats4d, Floats4d]
 
 
 def build_torch_head(
+    settings: HeadSettings,
     *,
-    width: int,
-    n_queries: int,
-    n_layers: int,
-    n_heads: int,
-    pointer_width: int,
-    lstm_layers: int,
-    dropout: float,
-    query_interaction: bool,
-    common_embedding: bool,
-    mixed_precision: bool,
+    mixed_precision: bool = False,
     encoder_queries: bool = False,
-    classifier_dropout: float = 0.5,
     lr_scale: float = 1.0,
-    max_padded_words: int = 0,
 ) -> Model[InT, OutT]:
     """A thinc layer whose PyTorch module is built at ``initialize``, once nI (the encoder's
     width) and nO (labels + "None") are known. Loading a saved pipeline sets both dims from the
     component's cfg and initializes this layer alone before the weights arrive.
 
     With ``encoder_queries`` the input is (word vectors, query states) per window, from a
-    query-carrying encoder of width nI: its query states (projected from nI to ``width``)
-    start the word-level layers instead of the head's learned query content.
+    query-carrying encoder of width nI: its query states (projected from nI to the head's
+    width) start the word-level layers instead of the head's learned query content.
 
-    ``lr_scale`` multiplies the optimizer's learning rate for the head's parameters;
-    ``max_padded_words`` caps the padded size of the length groups the windows run in."""
+    ``lr_scale`` multiplies the optimizer's learning rate for the head's parameters."""
     if lr_scale <= 0:
         raise ValueError(f"The PIQN head's lr_scale must be > 0, got {lr_scale}")
     return Model(
@@ -47,22 +39,17 @@ def build_torch_head(
         init=init,
         dims={"nI": None, "nO": None},
         attrs={
-            "width": width,
-            "n_queries": n_queries,
-            "n_layers": n_layers,
-            "n_heads": n_heads,
-            "pointer_width": pointer_width,
-            "lstm_layers": lstm_layers,
-            "dropout": dropout,
-            "classifier_dropout": classifier_dropout,
-            "query_interaction": query_interaction,
-            "common_embedding": common_embedding,
+            "settings": settings.to_dict(),
             "mixed_precision": mixed_precision,
             "encoder_queries": encoder_queries,
             "lr_scale": lr_scale,
-            "max_padded_words": max_padded_words,
         },
     )
+
+
+def head_settings(model: Model) -> HeadSettings:
+    """The settings a head layer was built with (saved with it in its attrs)."""
+    return HeadSettings.from_dict(model.attrs["settings"])
 
 
 def scale_learning_rate(optimizer: Optimizer, scale_of: Callable[[str], float]) -> Callable:
@@ -77,11 +64,33 @@ def scale_learning_rate(optimizer: Optimizer, scale_of: Callable[[str], float]) 
 
 
 class ScaledPyTorchShim(PyTorchShim):
-    """A PyTorchShim whose parameters all learn at ``lr_scale`` × the optimizer's rate."""
+    """A PyTorchShim whose parameters all learn at ``lr_scale`` × the optimizer's rate, and
+    which takes the optimizer's weight averages (``use_averages = true``) when spaCy asks."""
 
     def __init__(self, *args: Any, lr_scale: float = 1.0, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.lr_scale = lr_scale
+
+    @contextlib.contextmanager
+    def use_params(self, params: Dict[Any, Any]) -> Iterator[None]:
+        """thinc's optimizer keys its averages by (shim id, parameter name), while
+        PyTorchShim.use_params only looks for "pytorch_<id>_<name>" strings, so averages never
+        reached a PyTorch model; this reads both."""
+        averaged = {
+            name: xp2torch(params[(self.id, name)], device=self.device)
+            for name, _ in self._model.named_parameters()
+            if (self.id, name) in params
+        }
+        if not averaged:
+            with super().use_params(params):
+                yield
+            return
+        backup = {k: v.clone() for k, v in self._model.state_dict().items()}
+        self._model.load_state_dict({**backup, **averaged})
+        try:
+            yield
+        finally:
+            self._model.load_state_dict(backup)
 
     def finish_update(self, optimizer: Optimizer) -> None:
         if self.lr_scale != 1.0:
@@ -117,32 +126,22 @@ def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Any = None) -> Non
     from ..modules.head import PIQNHead
 
     attrs = model.attrs
-    encoder_queries = attrs.get("encoder_queries", False)
+    encoder_queries = attrs["encoder_queries"]
     if X is not None and not model.has_dim("nI"):
         words = X[0][0] if encoder_queries else X[0]
         model.set_dim("nI", words.shape[1])
     module = PIQNHead(
         model.get_dim("nI"),
         model.get_dim("nO"),
-        width=attrs["width"],
-        n_queries=attrs["n_queries"],
-        n_layers=attrs["n_layers"],
-        n_heads=attrs["n_heads"],
-        pointer_width=attrs["pointer_width"],
-        lstm_layers=attrs["lstm_layers"],
-        dropout=attrs["dropout"],
-        cls_dropout=attrs.get("classifier_dropout", 0.5),
-        query_interaction=attrs["query_interaction"],
-        common_embedding=attrs["common_embedding"],
-        query_in=model.get_dim("nI") if encoder_queries else 0,
-        max_padded_words=attrs.get("max_padded_words", 0),
+        head_settings(model),
+        query_in=model.get_dim("nI") if attrs["encoder_queries"] else 0,
     )
     # Mixed precision needs CUDA: a CPU grad scaler crashes in backprop.
     mixed = attrs["mixed_precision"] and torch.cuda.is_available()
     # thinc's PyTorchWrapper_v3, with a shim that can scale the learning rate.
     shim = ScaledPyTorchShim(
         module,
-        lr_scale=attrs.get("lr_scale", 1.0),
+        lr_scale=attrs["lr_scale"],
         mixed_precision=mixed,
         grad_scaler=PyTorchGradScaler(enabled=mixed),
         serialize_model=serialize_state,

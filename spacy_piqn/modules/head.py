@@ -13,6 +13,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence, pad_sequence
 
+from ..settings import DEFAULT_HEAD, HeadSettings
+
 # Logit given to padded words: sigmoid(-1e4) == 0 in fp32 and fp16, and unlike -inf it never
 # produces NaN in BCE or softmax.
 PAD_LOGIT = -1e4
@@ -127,21 +129,47 @@ class OneWayLayer(nn.Module):
         return hidden[:, :n_words], hidden[:, n_words:]
 
 
-class EntityPointer(nn.Module):
-    """Boundary logits of every query's entity over the words: additive fusion, ReLU, score.
-    Sigmoid per word (not a softmax over words), as in PIQN."""
+def anchor_prior(word_mask: torch.Tensor, n_queries: int, strength: float) -> torch.Tensor:
+    """Pointer-logit bias (B, M, n) that points query i of M at relative position (i + 0.5) / M
+    of its window: −strength · (relative word position − anchor)².
 
-    def __init__(self, width: int, fusion_width: int):
+    Fresh queries are interchangeable, and matching on their near-identical predictions lets them
+    collapse onto "the average entity"; a fixed anchor per query breaks the tie from the first
+    update (pretrained BERT attention over absolute positions does this in the official code)."""
+    lengths = word_mask.sum(-1, keepdim=True).clamp(min=1).to(torch.float32)
+    positions = (torch.arange(word_mask.shape[1], device=word_mask.device) + 0.5) / lengths
+    anchors = (torch.arange(n_queries, device=word_mask.device) + 0.5) / n_queries
+    return -strength * (positions[:, None, :] - anchors[None, :, None]) ** 2
+
+
+def boundary_probs(logits: torch.Tensor, pointer: str) -> torch.Tensor:
+    """Boundary probabilities over the words: a distribution per query ("softmax") or an
+    independent probability per word ("sigmoid", PIQN's). Padded words get 0 either way."""
+    return torch.softmax(logits, -1) if pointer == "softmax" else torch.sigmoid(logits)
+
+
+class EntityPointer(nn.Module):
+    """Boundary logits of every query's entity over the words, plus the query's anchor prior
+    (``anchor_strength`` > 0). "additive" fusion is PIQN's: ReLU(W_w·word + W_q·query) scored
+    by a linear layer; "bilinear" scores (W_q·query)·(W_w·word) and never builds the
+    (B, M, n, fusion_width) tensor, the additive pointer's largest cost."""
+
+    def __init__(self, width: int, fusion_width: int, anchor_strength: float = 0.0, fusion: str = "additive"):
         super().__init__()
-        # PIQN fuses at the full hidden width; the (B, M, n, fusion_width) tensor is the head's
-        # largest cost, so the fusion width is configurable.
         self.word_proj = nn.Linear(width, fusion_width)
         self.query_proj = nn.Linear(width, fusion_width)
-        self.score = nn.Linear(fusion_width, 1)
+        self.score = nn.Linear(fusion_width, 1) if fusion == "additive" else None
+        self.scale = fusion_width**-0.5
+        self.anchor_strength = anchor_strength
 
     def forward(self, words: torch.Tensor, queries: torch.Tensor, word_mask: torch.Tensor) -> torch.Tensor:
-        fused = F.relu(self.word_proj(words)[:, None, :, :] + self.query_proj(queries)[:, :, None, :])
-        logits = self.score(fused).squeeze(-1)
+        if self.score is not None:
+            fused = F.relu(self.word_proj(words)[:, None, :, :] + self.query_proj(queries)[:, :, None, :])
+            logits = self.score(fused).squeeze(-1)
+        else:
+            logits = self.query_proj(queries) @ self.word_proj(words).transpose(1, 2) * self.scale
+        if self.anchor_strength:
+            logits = logits + anchor_prior(word_mask, queries.shape[1], self.anchor_strength).to(logits.dtype)
         return logits.masked_fill(~word_mask[:, None, :], PAD_LOGIT)
 
 
@@ -149,8 +177,9 @@ class EntityClassifier(nn.Module):
     """Types each query's entity from the query, a query→word cross-attention and the
     boundary-weighted sums of the words (index 0 is the "None" class)."""
 
-    def __init__(self, width: int, n_heads: int, n_classes: int, dropout: float, cls_dropout: float):
+    def __init__(self, width: int, n_heads: int, n_classes: int, dropout: float, cls_dropout: float, pointer: str):
         super().__init__()
+        self.pointer = pointer
         self.query_proj = nn.Linear(width, width)
         self.cross = nn.MultiheadAttention(width, n_heads, dropout=dropout, batch_first=True)
         self.dropout = nn.Dropout(cls_dropout)
@@ -167,8 +196,8 @@ class EntityClassifier(nn.Module):
         q = self.query_proj(F.relu(queries))
         attended, _ = self.cross(q, words, words, key_padding_mask=~word_mask, need_weights=False)
         q = q + attended
-        left = torch.sigmoid(left_logits) @ words
-        right = torch.sigmoid(right_logits) @ words
+        left = boundary_probs(left_logits, self.pointer) @ words
+        right = boundary_probs(right_logits, self.pointer) @ words
         return self.out(F.relu(self.dropout(torch.cat([q, left, right], dim=-1))))
 
 
@@ -209,52 +238,37 @@ class PIQNHead(nn.Module):
     outputs come back in input order, padded to the longest window.
     """
 
-    def __init__(
-        self,
-        n_in: int,
-        n_classes: int,
-        *,
-        width: int = 256,
-        n_queries: int = 60,
-        n_layers: int = 3,
-        n_heads: int = 8,
-        lstm_layers: int = 1,
-        dropout: float = 0.1,
-        lstm_dropout: float = 0.5,
-        cls_dropout: float = 0.5,
-        query_interaction: bool = True,
-        common_embedding: bool = True,
-        query_in: int = 0,
-        pointer_width: int = 0,
-        max_padded_words: int = 0,
-    ):
+    def __init__(self, n_in: int, n_classes: int, settings: HeadSettings = DEFAULT_HEAD, query_in: int = 0):
         super().__init__()
-        self.max_padded_words = max_padded_words
-        if width % 2:
-            raise ValueError(f"hidden width must be even for the BiLSTM, got {width}")
-        if n_layers < 1:
-            raise ValueError("PIQN needs at least one word-level layer (n_layers >= 1)")
-        self.n_queries = n_queries
-        if lstm_layers > 0:
+        s = settings
+        self.max_padded_words = s.max_padded_words
+        self.n_queries = s.n_queries
+        if s.lstm_layers > 0:
             self.lstm: Optional[nn.LSTM] = nn.LSTM(
                 n_in,
-                width // 2,
-                num_layers=lstm_layers,
+                s.width // 2,
+                num_layers=s.lstm_layers,
                 bidirectional=True,
                 batch_first=True,
-                dropout=lstm_dropout if lstm_layers > 1 else 0.0,
+                dropout=0.5 if s.lstm_layers > 1 else 0.0,
             )
             self.proj: Optional[nn.Linear] = None
         else:
             self.lstm = None
-            self.proj = nn.Linear(n_in, width)
-        self.queries = QueryEmbeddings(n_queries, width, dropout, common_embedding, learned_content=not query_in)
+            self.proj = nn.Linear(n_in, s.width)
+        self.queries = QueryEmbeddings(
+            s.n_queries, s.width, s.dropout, s.common_embedding, learned_content=not query_in
+        )
         # Query states handed over by a query-carrying encoder replace the learned content.
-        self.query_in = nn.Linear(query_in, width) if query_in else None
-        self.layers = nn.ModuleList(OneWayLayer(width, n_heads, dropout, query_interaction) for _ in range(n_layers))
-        self.left = EntityPointer(width, pointer_width or width)
-        self.right = EntityPointer(width, pointer_width or width)
-        self.classifier = EntityClassifier(width, n_heads, n_classes, dropout, cls_dropout)
+        self.query_in = nn.Linear(query_in, s.width) if query_in else None
+        self.layers = nn.ModuleList(
+            OneWayLayer(s.width, s.n_heads, s.dropout, s.query_interaction) for _ in range(s.n_layers)
+        )
+        self.left = EntityPointer(s.width, s.pointer_width or s.width, s.anchor_strength, s.pointer_fusion)
+        self.right = EntityPointer(s.width, s.pointer_width or s.width, s.anchor_strength, s.pointer_fusion)
+        self.classifier = EntityClassifier(
+            s.width, s.n_heads, n_classes, s.dropout, s.classifier_dropout, s.pointer
+        )
         for module in self.modules():
             if not isinstance(module, (nn.LSTM, nn.MultiheadAttention)):
                 init_weights(module)
