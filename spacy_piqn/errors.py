@@ -28,9 +28,9 @@ class Errors:
 
 class Warnings:
     W001 = (
-        "[W001] {n_gold} gold spans in doc {doc} tokens {start}-{end} exceed the {n_queries} "
-        "queries of the piqn component; {n_dropped} of them are left out of this update. Raise "
-        "n_queries or use smaller windows."
+        "[W001] {n_windows} window(s) of this batch hold more gold spans than the {n_queries} "
+        "queries of the piqn component (e.g. doc {doc} tokens {start}-{end}: {n_gold} spans); "
+        "{n_dropped} of them are left out of this update. Raise n_queries or use smaller windows."
     )
     W002 = (
         "[W002] {n} gold spans in this batch lie in no window of the piqn component (they cross a "

@@ -23,6 +23,7 @@ from .decoding import DECODING_MODES, decode_windows, filter_candidates
 from .errors import Errors, Warnings
 from .layers.piqn_model import PIQNOutput
 from .layers.torch_head import head_settings
+from .targets import window_targets
 from .windows import Window
 
 logger = logging.getLogger("spacy_piqn")
@@ -297,7 +298,9 @@ class PIQN(TrainablePipe):
         for doc, found in zip(docs, candidates):
             self._write_spans(doc, *found)
 
-    def _write_spans(self, doc: Doc, starts: np.ndarray, ends: np.ndarray, types: np.ndarray, probs: np.ndarray) -> None:
+    def _write_spans(
+        self, doc: Doc, starts: np.ndarray, ends: np.ndarray, types: np.ndarray, probs: np.ndarray
+    ) -> None:
         merge = self.cfg["merge_nested_duplicates"]
         keep = filter_candidates(starts, ends, probs, self.cfg["decoding"], types if merge else None)
         # Sorted by position, like the gold groups the converter writes.
@@ -364,10 +367,10 @@ class PIQN(TrainablePipe):
         return float(loss.detach()), PIQNOutput(scores.windows, *grads)
 
     def _window_gold(self, examples: List[Example], windows: List[Window]) -> List[np.ndarray]:
-        """Gold (class id, left, right) per window, inclusive and window-relative. Nested gold is
-        read with overlap allowed; every gold span the windows cannot use is reported."""
+        """Gold (class id, left, right) per window, inclusive and window-relative
+        (``targets.window_targets``). Nested gold is read with overlap allowed; every gold span
+        the windows cannot use is reported, once per batch and reason."""
         label_ids = {label: i + 1 for i, label in enumerate(self.labels)}
-        n_queries = head_settings(self._head).n_queries
         per_doc: List[np.ndarray] = []
         n_unaligned = 0
         for i, eg in enumerate(examples):
@@ -392,28 +395,22 @@ class PIQN(TrainablePipe):
             per_doc.append(np.asarray(rows, dtype=np.int64).reshape(-1, 3))
         if n_unaligned:
             logger.warning(Warnings.W003.format(n=n_unaligned))
-        covered = [np.zeros(len(spans), dtype=bool) for spans in per_doc]
-        gold = []
-        for w in windows:
-            spans = per_doc[w.doc]
-            inside = (spans[:, 1] >= w.start) & (spans[:, 2] <= w.end)
-            covered[w.doc] |= inside
-            local = spans[inside] - np.array([0, w.start, w.start + 1])
-            if len(local) > n_queries:
-                logger.warning(
-                    Warnings.W001.format(
-                        n_gold=len(local),
-                        doc=w.doc,
-                        start=w.start,
-                        end=w.end,
-                        n_queries=n_queries,
-                        n_dropped=len(local) - n_queries,
-                    )
+        gold, report = window_targets(per_doc, windows, head_settings(self._head).n_queries)
+        if report.crowded:
+            window, n_gold = report.crowded[0]
+            logger.warning(
+                Warnings.W001.format(
+                    n_windows=len(report.crowded),
+                    n_queries=head_settings(self._head).n_queries,
+                    n_dropped=report.n_over_capacity,
+                    doc=window.doc,
+                    start=window.start,
+                    end=window.end,
+                    n_gold=n_gold,
                 )
-            gold.append(local)
-        n_outside = sum(int((~c).sum()) for c in covered)
-        if n_outside:
-            logger.warning(Warnings.W002.format(n=n_outside))
+            )
+        if report.n_outside:
+            logger.warning(Warnings.W002.format(n=report.n_outside))
         return gold
 
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "PIQN":

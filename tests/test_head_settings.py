@@ -3,7 +3,6 @@
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import spacy
 import torch
@@ -16,7 +15,7 @@ from spacy_piqn.layers.torch_head import head_settings
 from spacy_piqn.modules.head import PIQNHead, anchor_prior
 from spacy_piqn.settings import HeadSettings
 
-from .conftest import NESTED_DATA, REPO, SHARED_DATA, TINY_PIQN, make_examples, spans_of
+from .conftest import NESTED_DATA, REPO, SHARED_DATA, TINY_PIQN, make_examples
 
 CONFIGS = sorted((REPO / "configs").glob("*.cfg"))
 
@@ -47,7 +46,7 @@ def test_add_pipe_default_equals_an_explicit_architecture_block():
     for nlp in (default, explicit):
         fix_random_seed(0)
         examples = make_examples(nlp, NESTED_DATA)
-        nlp.initialize(lambda: examples)
+        nlp.initialize(lambda examples=examples: examples)
         weights.append(_first_head_weights(nlp))
     assert weights[0].keys() == weights[1].keys()
     assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
