@@ -277,12 +277,12 @@ class PIQN(TrainablePipe):
         """Decode each window, merge a doc's windows and write ``doc.spans[spans_key]``."""
         docs = list(docs)
         ops = self.model.ops
-        none = np.zeros((0, 0, 0), dtype=np.float32)
+        sigmoid_boundaries = self._pointer == "sigmoid"
 
         def probs(logits: Any, boundary: bool) -> np.ndarray:
-            if logits is None:
-                return none
-            if boundary and self._pointer == "sigmoid":
+            if logits is None:  # no windows in the batch
+                return np.zeros((0, 0, 0), dtype=np.float32)
+            if boundary and sigmoid_boundaries:
                 return ops.to_numpy(ops.sigmoid(logits[-1]))
             return ops.to_numpy(ops.softmax(logits[-1], axis=-1))
 

@@ -149,27 +149,28 @@ def boundary_probs(logits: torch.Tensor, pointer: str) -> torch.Tensor:
 
 
 class EntityPointer(nn.Module):
-    """Boundary logits of every query's entity over the words, plus the query's anchor prior
-    (``anchor_strength`` > 0). "additive" fusion is PIQN's: ReLU(W_w·word + W_q·query) scored
-    by a linear layer; "bilinear" scores (W_q·query)·(W_w·word) and never builds the
+    """Boundary logits of every query's entity over the words, plus a fixed bias per query and
+    word (the anchor prior, computed once per forward by the head). "additive" fusion is PIQN's:
+    ReLU(W_w·word + W_q·query) scored by a linear layer; "bilinear" scores (W_q·query)·(W_w·word) and never builds the
     (B, M, n, fusion_width) tensor, the additive pointer's largest cost."""
 
-    def __init__(self, width: int, fusion_width: int, anchor_strength: float = 0.0, fusion: str = "additive"):
+    def __init__(self, width: int, fusion_width: int, fusion: str = "additive"):
         super().__init__()
         self.word_proj = nn.Linear(width, fusion_width)
         self.query_proj = nn.Linear(width, fusion_width)
         self.score = nn.Linear(fusion_width, 1) if fusion == "additive" else None
         self.scale = fusion_width**-0.5
-        self.anchor_strength = anchor_strength
 
-    def forward(self, words: torch.Tensor, queries: torch.Tensor, word_mask: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, words: torch.Tensor, queries: torch.Tensor, word_mask: torch.Tensor, prior: Optional[torch.Tensor] = None
+    ) -> torch.Tensor:
         if self.score is not None:
             fused = F.relu(self.word_proj(words)[:, None, :, :] + self.query_proj(queries)[:, :, None, :])
             logits = self.score(fused).squeeze(-1)
         else:
             logits = self.query_proj(queries) @ self.word_proj(words).transpose(1, 2) * self.scale
-        if self.anchor_strength:
-            logits = logits + anchor_prior(word_mask, queries.shape[1], self.anchor_strength).to(logits.dtype)
+        if prior is not None:
+            logits = logits + prior.to(logits.dtype)
         return logits.masked_fill(~word_mask[:, None, :], PAD_LOGIT)
 
 
@@ -264,8 +265,9 @@ class PIQNHead(nn.Module):
         self.layers = nn.ModuleList(
             OneWayLayer(s.width, s.n_heads, s.dropout, s.query_interaction) for _ in range(s.n_layers)
         )
-        self.left = EntityPointer(s.width, s.pointer_width or s.width, s.anchor_strength, s.pointer_fusion)
-        self.right = EntityPointer(s.width, s.pointer_width or s.width, s.anchor_strength, s.pointer_fusion)
+        self.anchor_strength = s.anchor_strength
+        self.left = EntityPointer(s.width, s.pointer_width or s.width, s.pointer_fusion)
+        self.right = EntityPointer(s.width, s.pointer_width or s.width, s.pointer_fusion)
         self.classifier = EntityClassifier(
             s.width, s.n_heads, n_classes, s.dropout, s.classifier_dropout, s.pointer
         )
@@ -317,12 +319,14 @@ class PIQNHead(nn.Module):
         else:
             assert content is not None  # learned whenever there is no query_in
             state = content.unsqueeze(0).expand(words.shape[0], -1, -1)
+        # The same for every layer and both pointers.
+        prior = anchor_prior(mask, self.n_queries, self.anchor_strength) if self.anchor_strength else None
         lefts, rights, classes = [], [], []
         for i, layer in enumerate(self.layers):
             words, state = layer(words, state, position, mask)
             if all_layers or i == len(self.layers) - 1:
-                left = self.left(words, state, mask)
-                right = self.right(words, state, mask)
+                left = self.left(words, state, mask, prior)
+                right = self.right(words, state, mask, prior)
                 lefts.append(left)
                 rights.append(right)
                 classes.append(self.classifier(words, state, mask, left, right))
