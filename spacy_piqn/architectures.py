@@ -35,6 +35,7 @@ def build_piqn_model(
     mixed_precision: bool = False,
     head_lr_scale: float = 1.0,
     max_padded_words: int = D.max_padded_words,
+    dense_boundaries: bool = D.dense_boundaries,
 ) -> Model[List[Doc], PIQNOutput]:
     """PIQN's head on top of any spaCy token encoder.
 
@@ -73,6 +74,9 @@ def build_piqn_model(
         padded to at most this many words (a longer window runs alone), instead of padding
         every window to the batch's longest; 0: one group. Outputs do not change (up to float
         rounding); on CPU it saves the work on padding. Large values suit a GPU.
+    dense_boundaries (bool): add a dense boundary head: per word, "a gold entity starts here" and
+        "ends here", trained with binary cross-entropy on every gold span (no matching), so the
+        word encoder learns boundaries from the first update (Co-DETR's dense auxiliary heads).
     """
     settings = HeadSettings(
         width=hidden_width,
@@ -89,6 +93,7 @@ def build_piqn_model(
         query_interaction=query_interaction,
         common_embedding=common_embedding,
         max_padded_words=max_padded_words,
+        dense_boundaries=dense_boundaries,
     )
     head = build_torch_head(settings, mixed_precision=mixed_precision, lr_scale=head_lr_scale)
     return build_piqn(tok2vec, head, windows)
@@ -168,6 +173,7 @@ def build_piqn_query_transformer_model(
     mixed_precision: bool = False,
     head_lr_scale: float = 1.0,
     max_padded_words: int = D.max_padded_words,
+    dense_boundaries: bool = D.dense_boundaries,
 ) -> Model[List[Doc], PIQNOutput]:
     """PIQN as in the paper: the head starts from the query states of a query-carrying
     transformer (``spacy-piqn.QueryTransformer.v1``), which reads each window with its context.
@@ -183,7 +189,7 @@ def build_piqn_query_transformer_model(
     head_lr_scale (float): the head, and the instance queries inside the encoder, learn at this
         multiple of [training.optimizer]'s rate; the pretrained transformer learns at the rate
         itself. PIQN trains everything at one rate (for 30-50 epochs).
-    max_padded_words (int): as in ``spacy-piqn.PIQN.v1``.
+    max_padded_words, dense_boundaries: as in ``spacy-piqn.PIQN.v1``.
 
     The head has no n_queries or common_embedding: both belong to the encoder, whose query
     states (projected to hidden_width) replace the head's own query content.
@@ -203,10 +209,9 @@ def build_piqn_query_transformer_model(
         query_interaction=query_interaction,
         common_embedding=False,
         max_padded_words=max_padded_words,
+        dense_boundaries=dense_boundaries,
     )
-    head = build_torch_head(
-        settings, mixed_precision=mixed_precision, encoder_queries=True, lr_scale=head_lr_scale
-    )
+    head = build_torch_head(settings, mixed_precision=mixed_precision, encoder_queries=True, lr_scale=head_lr_scale)
     for shim in encoder.shims:
         if hasattr(shim, "query_lr_scale"):
             shim.query_lr_scale = head_lr_scale

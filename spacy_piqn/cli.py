@@ -290,3 +290,114 @@ def visualize_command(
     output.write_text(html, encoding="utf-8")
     n_spans = sum(len(doc.spans.get(spans_key, [])) for doc in predicted)
     typer.echo(f"Rendered {len(predicted)} docs ({n_spans} predicted spans under {spans_key!r}) to {output}")
+
+
+THRESHOLD_KEYS = ("class_threshold", "boundary_threshold")
+
+
+@app.command("find-threshold")
+def find_threshold_command(
+    model: Annotated[str, typer.Argument(help="Pipeline directory or installed package name.")],
+    data_path: Annotated[Path, typer.Argument(help="A .spacy DocBin (or a directory of them) with gold spans.")],
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Save the pipeline with the best value here.")
+    ] = None,
+    threshold_key: Annotated[
+        str, typer.Option("--key", "-k", help="class_threshold or boundary_threshold.")
+    ] = "class_threshold",
+    n_trials: Annotated[int, typer.Option("--n-trials", "-n", help="Values tried, evenly from 0 to 0.95.")] = 20,
+    pipe_name: Annotated[str, typer.Option("--pipe", help="Name of the piqn component.")] = "piqn",
+    gpu_id: Annotated[int, typer.Option("--gpu-id", "-g", help="GPU id, or -1 for CPU.")] = -1,
+) -> None:
+    """Pick the threshold that maximises span F on gold-tokenized docs, and save the pipeline with it.
+
+    ``spacy find-threshold`` re-tokenizes the data (and its ``--gold-preproc`` drops ``doc.spans``), so it scores a
+    gold-token PIQN on other tokens than it was trained on; this scores the same examples as ``evaluate``. The model
+    runs once; each value only re-decodes. Tune on a dev set, never on the test set you report.
+    """
+    import numpy as np
+
+    from .scorer import piqn_score
+
+    if threshold_key not in THRESHOLD_KEYS:
+        raise fail(f"--key must be one of {', '.join(THRESHOLD_KEYS)}, got {threshold_key!r}")
+    if n_trials < 2:
+        raise fail(f"--n-trials must be at least 2, got {n_trials}")
+    nlp = load_pipeline(model, gpu_id)
+    if pipe_name not in nlp.pipe_names or threshold_key not in getattr(nlp.get_pipe(pipe_name), "cfg", {}):
+        raise fail(f"{model!r} has no piqn component named {pipe_name!r} (pipes: {', '.join(nlp.pipe_names)})")
+    pipe = nlp.get_pipe(pipe_name)
+    examples = gold_token_examples(nlp, data_path)
+    if not examples:
+        raise fail(f"no docs with tokens in {data_path}")
+    docs = [eg.predicted for eg in examples]
+    for name, proc in nlp.pipeline:  # everything before piqn annotates once
+        if name == pipe_name:
+            break
+        docs = list(proc.pipe(docs))
+    batch = 256
+    outputs = [(i, pipe.predict(docs[i : i + batch])) for i in range(0, len(docs), batch)]
+    scores_key = f"spans_{pipe.key}_f"
+    original = pipe.cfg[threshold_key]
+    results: dict[float, float] = {}
+    for value in np.linspace(0.0, 0.95, n_trials):
+        pipe.cfg[threshold_key] = round(float(value), 2)
+        for i, out in outputs:
+            pipe.set_annotations(docs[i : i + batch], out)
+        results[pipe.cfg[threshold_key]] = float(piqn_score(examples, spans_key=pipe.key)[scores_key] or 0.0)
+    best = max(results, key=lambda v: (results[v], -abs(v - original)))
+    typer.echo(f"{threshold_key} on {len(examples)} docs from {data_path} ({scores_key}):")
+    for value, score in results.items():
+        typer.echo(f"  {value:>5.2f}  {score * 100:6.2f}{'  <- best' if value == best else ''}")
+    typer.echo(f"Best {threshold_key}: {best} ({scores_key} {results[best] * 100:.2f}; was {original})")
+    if output is not None:
+        pipe.cfg[threshold_key] = best
+        nlp.config["components"][pipe_name][threshold_key] = best
+        nlp.to_disk(output)
+        typer.echo(f"Saved the pipeline with {threshold_key} = {best} to {output}")
+
+
+@app.command("analyze")
+def analyze_command(
+    model: Annotated[str, typer.Argument(help="Pipeline directory or installed package name.")],
+    data_path: Annotated[Path, typer.Argument(help="A .spacy DocBin (or a directory of them) to predict on.")],
+    output: Annotated[Path, typer.Argument(help="Folder for queries.json and the PNG plots.")],
+    pipe_name: Annotated[str, typer.Option("--pipe", help="Name of the piqn component.")] = "piqn",
+    limit: Annotated[int, typer.Option("--limit", "-n", help="Read the first N docs (0: all).")] = 0,
+    plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Draw the PNG heatmaps (needs matplotlib).")] = True,
+    gpu_id: Annotated[int, typer.Option("--gpu-id", "-g", help="GPU id, or -1 for CPU.")] = -1,
+) -> None:
+    """What each instance query learned: where its entities start, their length and type, how often it wins.
+
+    Predicts on the docs' gold tokens, records every query's own entity per window (before decoding filters
+    duplicates), and writes queries.json plus three heatmaps (query x relative start position, query x type, query x
+    span length), each row normalised to that query's entities.
+    """
+    import srsly
+
+    from .analysis import plot_queries, query_predictions, summarize_queries
+    from .layers.torch_head import head_settings
+
+    if limit < 0:
+        raise fail(f"--limit must be 0 (all) or positive, got {limit}")
+    nlp = load_pipeline(model, gpu_id)
+    if pipe_name not in nlp.pipe_names or not hasattr(nlp.get_pipe(pipe_name), "probabilities"):
+        raise fail(f"{model!r} has no piqn component named {pipe_name!r} (pipes: {', '.join(nlp.pipe_names)})")
+    pipe = nlp.get_pipe(pipe_name)
+    examples = gold_token_examples(nlp, data_path, limit=limit)
+    if not examples:
+        raise fail(f"no docs with tokens in {data_path}")
+    records = query_predictions(nlp, [eg.predicted for eg in examples], pipe_name)
+    n_queries = head_settings(pipe.model.get_ref("head")).n_queries
+    summary = summarize_queries(records, n_queries, pipe.labels)
+    output.mkdir(parents=True, exist_ok=True)
+    srsly.write_json(output / "queries.json", summary)
+    typer.echo(f"{summary['predicted']} query entities ({summary['kept']} kept by decoding) on {len(examples)} docs")
+    typer.echo(f"Saved {output / 'queries.json'}")
+    if plots:
+        try:
+            paths = plot_queries(summary, output)
+        except ImportError:
+            raise fail("the plots need matplotlib: pip install 'spacy-piqn[analysis]' (or pass --no-plots)") from None
+        for path in paths:
+            typer.echo(f"Saved {path}")

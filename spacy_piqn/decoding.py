@@ -19,6 +19,33 @@ DECODING_MODES = ("nested", "flat")
 Candidates = Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
+def query_spans(
+    p_class: np.ndarray,
+    p_left: np.ndarray,
+    p_right: np.ndarray,
+    class_threshold: float = 0.0,
+    boundary_threshold: float = 0.0,
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every query's entity in one window: (valid, starts, ends, types, scores), one entry per
+    query; ``valid`` marks the queries that predict an entity (not "None", left <= right, above
+    the thresholds). Ends are exclusive; scores are class probability × √(P_left · P_right)."""
+    types = p_class.argmax(-1)
+    class_probs = p_class.max(-1)
+    lefts = p_left.argmax(-1)
+    rights = p_right.argmax(-1)
+    left_probs = p_left.max(-1)
+    right_probs = p_right.max(-1)
+    valid = (
+        (types != 0)
+        & (class_probs > class_threshold)
+        & (lefts <= rights)
+        & (left_probs > boundary_threshold)
+        & (right_probs > boundary_threshold)
+    )
+    scores = class_probs * np.sqrt(left_probs * right_probs)
+    return valid, lefts, rights + 1, types, scores
+
+
 def decode_queries(
     p_class: np.ndarray,
     p_left: np.ndarray,
@@ -28,21 +55,8 @@ def decode_queries(
 ) -> Candidates:
     """Candidate spans of one window: (starts, ends) with exclusive ends, class ids (>= 1,
     0 is "None") and span scores (class probability × √(P_left · P_right))."""
-    types = p_class.argmax(-1)
-    class_probs = p_class.max(-1)
-    lefts = p_left.argmax(-1)
-    rights = p_right.argmax(-1)
-    left_probs = p_left.max(-1)
-    right_probs = p_right.max(-1)
-    keep = (
-        (types != 0)
-        & (class_probs > class_threshold)
-        & (lefts <= rights)
-        & (left_probs > boundary_threshold)
-        & (right_probs > boundary_threshold)
-    )
-    scores = class_probs * np.sqrt(left_probs * right_probs)
-    return lefts[keep], rights[keep] + 1, types[keep], scores[keep]
+    valid, starts, ends, types, scores = query_spans(p_class, p_left, p_right, class_threshold, boundary_threshold)
+    return starts[valid], ends[valid], types[valid], scores[valid]
 
 
 def decode_windows(

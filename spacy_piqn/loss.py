@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from .assignment import assign_queries, ordered_assignment
-from .modules.head import PAD_LOGIT, boundary_probs
+from .torch_modules.head import PAD_LOGIT, boundary_probs
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ class LossWeights:
     match_boundary_weight: float = 2.0
     class_weight: float = 8.0
     boundary_weight: float = 2.0
+    dense_weight: float = 1.0
 
 
 def none_class_weight(n_matched: int, n_queries: int) -> float:
@@ -120,3 +121,20 @@ def piqn_loss(
         )
         total = total + loss + weights.class_weight * ce
     return total
+
+
+def dense_boundary_loss(dense: torch.Tensor, lengths: Sequence[int], gold: List[np.ndarray]) -> torch.Tensor:
+    """Binary cross-entropy of the dense boundary head: per real word, whether some gold entity
+    starts (channel 0) or ends (channel 1) there; the mean over real words, summed over the two
+    channels. Needs no matching, so it trains the words from the first update."""
+    batch, n_words, _ = dense.shape
+    device = dense.device
+    target = torch.zeros((batch, n_words, 2), device=device)
+    for b, window_gold in enumerate(gold):
+        if len(window_gold):
+            rows = torch.as_tensor(window_gold[:, 1:3], device=device, dtype=torch.long)
+            target[b, rows[:, 0], 0] = 1.0
+            target[b, rows[:, 1], 1] = 1.0
+    word_mask = torch.arange(n_words, device=device)[None, :] < torch.as_tensor(lengths, device=device)[:, None]
+    bce = F.binary_cross_entropy_with_logits(dense.float(), target, reduction="none").sum(-1)
+    return (bce * word_mask).sum() / word_mask.sum().clamp(min=1)

@@ -276,6 +276,19 @@ class PIQN(TrainablePipe):
     def set_annotations(self, docs: Iterable[Doc], scores: PIQNOutput) -> None:
         """Decode each window, merge a doc's windows and write ``doc.spans[spans_key]``."""
         docs = list(docs)
+        candidates = decode_windows(
+            *self.probabilities(scores),
+            scores.windows,
+            len(docs),
+            self.cfg["class_threshold"],
+            self.cfg["boundary_threshold"],
+        )
+        for doc, found in zip(docs, candidates):
+            self._write_spans(doc, *found)
+
+    def probabilities(self, scores: PIQNOutput) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The last layer's class (B, M, C) and left/right boundary (B, M, n) probabilities as
+        numpy arrays (softmax, or sigmoid boundaries for the paper's pointer)."""
         ops = self.model.ops
         sigmoid_boundaries = self._pointer == "sigmoid"
 
@@ -286,17 +299,7 @@ class PIQN(TrainablePipe):
                 return ops.to_numpy(ops.sigmoid(logits[-1]))
             return ops.to_numpy(ops.softmax(logits[-1], axis=-1))
 
-        candidates = decode_windows(
-            probs(scores.classes, False),
-            probs(scores.left, True),
-            probs(scores.right, True),
-            scores.windows,
-            len(docs),
-            self.cfg["class_threshold"],
-            self.cfg["boundary_threshold"],
-        )
-        for doc, found in zip(docs, candidates):
-            self._write_spans(doc, *found)
+        return probs(scores.classes, False), probs(scores.left, True), probs(scores.right, True)
 
     def _write_spans(
         self, doc: Doc, starts: np.ndarray, ends: np.ndarray, types: np.ndarray, probs: np.ndarray
@@ -345,13 +348,17 @@ class PIQN(TrainablePipe):
         RETURNS the loss and its gradient with respect to the head's logits."""
         from thinc.api import torch2xp, xp2torch
 
-        from .loss import LossWeights, piqn_loss
+        from .loss import LossWeights, dense_boundary_loss, piqn_loss
 
         examples = list(examples)
         gold = self._window_gold(examples, scores.windows)
         if not scores.windows:
             return 0.0, scores
         leaves = [xp2torch(a, requires_grad=True) for a in (scores.left, scores.right, scores.classes)]
+        # The dense boundary head's logits, where the head has one (HeadSettings.dense_boundaries).
+        dense = scores.dense if scores.dense is not None and scores.dense.shape[-1] else None
+        if dense is not None:
+            leaves.append(xp2torch(dense, requires_grad=True))
         weights = LossWeights(
             n_slots=self.cfg["n_slots"],
             match_class_weight=self.cfg["match_class_weight"],
@@ -360,10 +367,14 @@ class PIQN(TrainablePipe):
             boundary_weight=self.cfg["loss_boundary_weight"],
         )
         ordered = self.n_updates < self.cfg.get("ordered_warmup_updates", 0)
-        loss = piqn_loss(*leaves, scores.lengths, gold, weights, ordered=ordered, pointer=self._pointer)
+        loss = piqn_loss(*leaves[:3], scores.lengths, gold, weights, ordered=ordered, pointer=self._pointer)
+        if dense is not None:
+            loss = loss + weights.dense_weight * dense_boundary_loss(leaves[3], scores.lengths, gold)
         loss.backward()
         # Entity-free batches leave the pointer logits without a gradient.
         grads = [torch2xp(t.grad) if t.grad is not None else self.model.ops.alloc(t.shape) for t in leaves]
+        if dense is None:
+            grads.append(None)
         return float(loss.detach()), PIQNOutput(scores.windows, *grads)
 
     def _window_gold(self, examples: List[Example], windows: List[Window]) -> List[np.ndarray]:

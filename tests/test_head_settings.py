@@ -12,10 +12,10 @@ from spacy.util import load_config, load_model_from_config
 from thinc.api import Adam, fix_random_seed
 
 from spacy_piqn.layers.torch_head import head_settings
-from spacy_piqn.modules.head import PIQNHead, anchor_prior
 from spacy_piqn.settings import HeadSettings
+from spacy_piqn.torch_modules.head import PIQNHead, anchor_prior
 
-from .conftest import NESTED_DATA, REPO, SHARED_DATA, TINY_PIQN, make_examples
+from .conftest import NESTED_DATA, REPO, SHARED_DATA, TINY_PIQN, make_examples, train_tiny
 
 CONFIGS = sorted((REPO / "configs").glob("*.cfg"))
 
@@ -70,8 +70,9 @@ def test_pointer_variants_give_boundary_logits_over_real_words(pointer, fusion):
     settings = HeadSettings(width=16, n_queries=4, n_layers=2, n_heads=2, pointer=pointer, pointer_fusion=fusion)
     head = PIQNHead(8, 3, settings).eval()
     windows = [torch.randn(6, 8), torch.randn(3, 8)]
-    left, right, classes = head(windows, all_layers=True)
+    left, right, classes, dense = head(windows, all_layers=True)
     assert left.shape == right.shape == (2, 2, 4, 6) and classes.shape == (2, 2, 4, 3)
+    assert dense.shape == (2, 6, 0)  # no dense boundary head unless asked for
     # Padded words can never be a boundary.
     assert torch.softmax(left[-1, 1], -1)[:, 3:].max() < 1e-6
     assert torch.isfinite(classes).all()
@@ -159,3 +160,20 @@ def test_default_pipe_memorises_twelve_nested_genia_sentences():
         assert nlp.evaluate(examples)["spans_sc_f"] >= 0.9
     finally:
         torch.set_num_threads(threads)
+
+
+def test_dense_boundary_head_trains_and_round_trips(tmp_path):
+    """The switch builds, trains (gradient reaches the dense logits), and a saved pipeline
+    predicts the same spans."""
+    import copy
+
+    config = copy.deepcopy(TINY_PIQN)
+    config["model"]["dense_boundaries"] = True
+    nlp, examples = train_tiny(steps=50, config=config)
+    head = nlp.get_pipe("piqn").model.get_ref("head").layers[0].shims[0]._model
+    assert head.dense is not None and head.dense.weight.abs().sum() > 0
+    texts = [eg.reference.text for eg in examples]
+    before = [[(s.start, s.end, s.label_) for s in d.spans["sc"]] for d in nlp.pipe(texts)]
+    nlp.to_disk(tmp_path / "p")
+    after = [[(s.start, s.end, s.label_) for s in d.spans["sc"]] for d in spacy.load(tmp_path / "p").pipe(texts)]
+    assert before == after and any(before)

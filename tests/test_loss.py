@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 import torch
 
-from spacy_piqn.loss import LossWeights, none_class_weight, piqn_loss
-from spacy_piqn.modules.head import OneWayLayer, PIQNHead
+from spacy_piqn.loss import LossWeights, dense_boundary_loss, none_class_weight, piqn_loss
 from spacy_piqn.settings import HeadSettings
+from spacy_piqn.torch_modules.head import OneWayLayer, PIQNHead
 
 from .conftest import TINY_PIQN
 
@@ -108,3 +108,22 @@ def test_padding_does_not_change_predictions():
         alone = head([b])
     assert torch.allclose(together[2][:, 1], alone[2][:, 0], atol=1e-5)
     assert torch.allclose(together[0][:, 1, :, :2], alone[0][:, 0], atol=1e-5)
+
+
+def test_dense_boundary_head_is_padded_like_the_pointers_and_trains_on_every_gold_boundary():
+    torch.manual_seed(0)
+    settings = HeadSettings(width=16, n_queries=4, n_layers=2, n_heads=2, dense_boundaries=True, max_padded_words=6)
+    head = PIQNHead(8, 3, settings)
+    windows = [torch.randn(5, 8), torch.randn(2, 8), torch.randn(3, 8)]  # two length groups
+    dense = head(windows, all_layers=True)[3]
+    assert dense.shape == (3, 5, 2)
+    with torch.no_grad():
+        alone = head([windows[1]])[3]
+    assert torch.allclose(dense[1, :2], alone[0], atol=1e-5)
+    assert (dense[1, 2:] <= -1e3).all()  # padded words
+    gold = [np.array([[1, 0, 2], [2, 1, 1]]), np.zeros((0, 3), dtype=np.int64), np.array([[1, 2, 2]])]
+    loss = dense_boundary_loss(dense, [5, 2, 3], gold)
+    loss.backward()
+    assert torch.isfinite(loss)
+    empty = dense_boundary_loss(dense.detach(), [5, 2, 3], [np.zeros((0, 3), dtype=np.int64)] * 3)
+    assert torch.isfinite(empty)  # entity-free windows: all-negative targets, no NaN

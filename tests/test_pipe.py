@@ -284,7 +284,7 @@ def test_corrupted_model_file_is_a_clear_error(trained_tiny):
 
 
 def test_length_groups_cover_every_window_within_the_budget():
-    from spacy_piqn.modules.head import length_groups
+    from spacy_piqn.torch_modules.common import length_groups
 
     lengths = [5, 3, 9, 1, 7, 30, 2, 2]
     groups = length_groups(lengths, max_padded_words=12)

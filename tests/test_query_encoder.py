@@ -20,8 +20,8 @@ from transformers import (
     RobertaTokenizerFast,
 )
 
-from spacy_piqn.modules.query_encoder import QueryEncoder, max_pool_words
-from spacy_piqn.modules.subwords import encode_windows
+from spacy_piqn.torch_modules.query_encoder import QueryEncoder, max_pool_words
+from spacy_piqn.torch_modules.subwords import encode_windows
 
 ZERO_WIDTH = "\u200b"
 SENTENCES = [

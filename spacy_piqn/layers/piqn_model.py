@@ -9,7 +9,7 @@ from typing import Callable, List, Optional, Tuple
 
 from spacy.tokens import Doc
 from thinc.api import Model
-from thinc.types import Floats2d, Floats4d
+from thinc.types import Floats2d, Floats3d, Floats4d
 
 from ..windows import GetWindows, Window
 
@@ -17,12 +17,14 @@ from ..windows import GetWindows, Window
 @dataclass
 class PIQNOutput:
     """Head logits for every window of a batch. left/right (L', B, M, n), classes (L', B, M, C);
-    L' is every word-level layer in training and the last one at prediction."""
+    L' is every word-level layer in training and the last one at prediction. dense (B, n, 2):
+    per-word start/end logits of the dense boundary head ((B, n, 0) or None without one)."""
 
     windows: List[Window]
     left: Optional[Floats4d]
     right: Optional[Floats4d]
     classes: Optional[Floats4d]
+    dense: Optional[Floats3d] = None
 
     @property
     def lengths(self) -> List[int]:
@@ -63,16 +65,16 @@ def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[PIQNOutput, 
         return PIQNOutput(windows, None, None, None), lambda d_output: []
     vectors, backprop_tok2vec = tok2vec(docs, is_train)
     X = [vectors[w.doc][w.start : w.end] for w in windows]
-    (left, right, classes), backprop_head = head(X, is_train)
+    (left, right, classes, dense), backprop_head = head(X, is_train)
 
     def backprop(d_output: PIQNOutput) -> List[Doc]:
-        dX = backprop_head((d_output.left, d_output.right, d_output.classes))
+        dX = backprop_head((d_output.left, d_output.right, d_output.classes, d_output.dense))
         d_vectors = [model.ops.alloc2f(*v.shape) for v in vectors]
         for window, dx in zip(windows, dX):
             d_vectors[window.doc][window.start : window.end] += dx
         return backprop_tok2vec(d_vectors)
 
-    return PIQNOutput(windows, left, right, classes), backprop
+    return PIQNOutput(windows, left, right, classes, dense), backprop
 
 
 def build_piqn_query_transformer(
@@ -107,10 +109,10 @@ def forward_query_transformer(model: Model, docs: List[Doc], is_train: bool) -> 
     if not windows:
         return PIQNOutput(windows, None, None, None), lambda d_output: []
     states, backprop_encoder = encoder((docs, windows), is_train)
-    (left, right, classes), backprop_head = head(states, is_train)
+    (left, right, classes, dense), backprop_head = head(states, is_train)
 
     def backprop(d_output: PIQNOutput) -> List[Doc]:
-        d_states = backprop_head((d_output.left, d_output.right, d_output.classes))
+        d_states = backprop_head((d_output.left, d_output.right, d_output.classes, d_output.dense))
         return backprop_encoder(d_states)
 
-    return PIQNOutput(windows, left, right, classes), backprop
+    return PIQNOutput(windows, left, right, classes, dense), backprop

@@ -1,4 +1,4 @@
-"""thinc glue for the query-carrying transformer (PIQN's own encoder, piqn-spec §1.2–§2.4).
+"""thinc glue for the query-carrying transformer (PIQN's own encoder; the paper's §3.2 "Encoder").
 
 The layer takes ``(docs, windows)`` and returns, per window, the pooled word vectors (n_i, h)
 and the M instance-query states (M, h) that rode through every transformer layer next to the
@@ -109,7 +109,7 @@ class QueryEncoderShim(PyTorchShim):
         """Load the HF model and fast tokenizer from a hub name, a directory or an alias."""
         from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-        from ..modules.query_encoder import QueryEncoder
+        from ..torch_modules.query_encoder import QueryEncoder
 
         path = resolve_model_name(name)
         config = AutoConfig.from_pretrained(path)
@@ -154,7 +154,7 @@ class QueryEncoderShim(PyTorchShim):
         from safetensors.torch import load
         from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-        from ..modules.query_encoder import QueryEncoder
+        from ..torch_modules.query_encoder import QueryEncoder
 
         with tempfile.TemporaryDirectory() as tmp:
             for rel_path, data in msg["tokenizer"].items():
@@ -296,7 +296,7 @@ def forward(model: Model[InT, OutT], inputs: InT, is_train: bool) -> Tuple[OutT,
 def _encode(model: Model[InT, OutT], docs: List[Doc], windows: List[Window]) -> Any:
     """Subword inputs for the windows, each with up to ``context_words`` doc tokens of context
     per side (trimmed to fit ``max_length``; window words are never dropped)."""
-    from ..modules.subwords import encode_windows
+    from ..torch_modules.subwords import encode_windows
 
     shim: QueryEncoderShim = model.shims[0]
     encoder = shim.encoder

@@ -6,13 +6,13 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from thinc.api import ArgsKwargs, Model, Optimizer, PyTorchGradScaler, PyTorchShim, torch2xp, xp2torch
 from thinc.layers.pytorchwrapper import forward as pytorch_forward
-from thinc.types import Floats2d, Floats4d
+from thinc.types import Floats2d, Floats3d, Floats4d
 
 from ..settings import HeadSettings
 
 # Word vectors per window; with ``encoder_queries``, (word vectors, query states) per window.
 InT = Union[List[Floats2d], List[Tuple[Floats2d, Floats2d]]]
-OutT = Tuple[Floats4d, Floats4d, Floats4d]
+OutT = Tuple[Floats4d, Floats4d, Floats4d, Floats3d]
 
 
 def build_torch_head(
@@ -123,7 +123,7 @@ def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Any = None) -> Non
 
     install_fork_hook()
 
-    from ..modules.head import PIQNHead
+    from ..torch_modules.head import PIQNHead
 
     attrs = model.attrs
     encoder_queries = attrs["encoder_queries"]
@@ -194,8 +194,9 @@ def convert_outputs(model: Model, inputs_outputs: Tuple[Any, Any], is_train: boo
     Y = tuple(torch2xp(t) for t in Yt)
 
     def get_dYt(dY: OutT) -> ArgsKwargs:
-        grads = [xp2torch(d, device=t.device) for d, t in zip(dY, Yt)]
-        return ArgsKwargs(args=(list(Yt),), kwargs={"grad_tensors": grads})
+        # Outputs without a gradient (None, or an empty dense block) take no part in backward.
+        pairs = [(t, xp2torch(d, device=t.device)) for d, t in zip(dY, Yt) if d is not None and t.numel()]
+        return ArgsKwargs(args=([t for t, _ in pairs],), kwargs={"grad_tensors": [g for _, g in pairs]})
 
     return Y, get_dYt  # type: ignore[return-value]
 

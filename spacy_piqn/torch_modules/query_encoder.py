@@ -1,11 +1,11 @@
 """The query-carrying transformer encoder: PIQN's instance queries ride through a pretrained
-BERT / RoBERTa / ELECTRA next to the words (piqn-spec §2.1–§2.4).
+BERT / RoBERTa / ELECTRA next to the words (the paper's §3.2 "Encoder").
 
 Every layer sees [words ; queries] with one-way self-attention: words never attend to queries,
 so the word stream is exactly the plain model's, and queries attend to the words and
 (optionally) to each other. Queries share every pretrained weight with the words. Because the
 words→queries block is always masked, it is never computed: the word rows are an ordinary
-T×T attention and the query rows an M×(T+M) one (§11.5).
+T×T attention and the query rows an M×(T+M) one.
 """
 
 from contextlib import nullcontext
@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
-from .head import in_input_order, length_groups
+from .common import in_input_order, length_groups
 
 SUPPORTED_MODELS = ("BertModel", "RobertaModel", "ElectraModel")
 
@@ -37,7 +37,7 @@ class QueryEncoder(nn.Module):
     ``freeze_transformer`` (attribute, default False): the pretrained weights get no gradient.
     The word stream then runs under ``torch.no_grad()`` since it cannot depend on anything
     trainable, and the query stream uses detached copies of the pretrained weights, so
-    gradients still reach the query embeddings through the frozen layers (§11.6). Dropout
+    gradients still reach the query embeddings through the frozen layers. Dropout
     inside the transformer still follows ``train()`` / ``eval()``.
     """
 

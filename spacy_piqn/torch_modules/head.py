@@ -2,8 +2,8 @@
 
 Words (from any encoder) go through a BiLSTM and L one-way layers together with M instance
 queries; per layer an entity pointer scores every word as the left/right boundary of each
-query's entity and an entity classifier types it. See piqn-spec §2.5–§3 for the behaviour
-these modules follow, and §11 for the pitfalls they avoid.
+query's entity and an entity classifier types it: the paper's §3.2 (after the encoder) and §3.3
+"Entity Prediction", with the departures README.md lists ("Where we leave the paper").
 """
 
 from typing import List, Optional, Tuple
@@ -14,12 +14,14 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence, pad_sequence
 
 from ..settings import DEFAULT_HEAD, HeadSettings
+from .common import in_input_order, length_groups
 
 # Logit given to padded words: sigmoid(-1e4) == 0 in fp32 and fp16, and unlike -inf it never
 # produces NaN in BCE or softmax.
 PAD_LOGIT = -1e4
 
-HeadOutput = Tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+# left, right (L', B, M, n), classes (L', B, M, C), dense boundary logits (B, n, 2 or 0).
+HeadOutput = Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
 
 def init_weights(module: nn.Module) -> None:
@@ -202,38 +204,13 @@ class EntityClassifier(nn.Module):
         return self.out(F.relu(self.dropout(torch.cat([q, left, right], dim=-1))))
 
 
-def length_groups(lengths: List[int], max_padded_words: int) -> List[List[int]]:
-    """Window indices grouped by length, shortest first, so that no group pads to more than
-    ``max_padded_words`` (count × its longest window; a longer window goes alone; 0: one group).
-
-    Padding a batch to its longest window wastes most of the head's work on real length spreads:
-    in batches of 256 GENIA sentences only 30% of the padded word positions are words."""
-    order = sorted(range(len(lengths)), key=lengths.__getitem__)
-    if max_padded_words <= 0:
-        return [order]
-    groups: List[List[int]] = []
-    group: List[int] = []
-    for i in order:
-        if group and (len(group) + 1) * lengths[i] > max_padded_words:
-            groups.append(group)
-            group = []
-        group.append(i)
-    groups.append(group)
-    return groups
-
-
-def in_input_order(parts: List[torch.Tensor], groups: List[List[int]], dim: int) -> torch.Tensor:
-    """Concatenate per-group outputs along the window dimension ``dim`` and put the windows
-    back in input order (the inverse of the ``length_groups`` permutation)."""
-    order = torch.tensor([i for group in groups for i in group], device=parts[0].device)
-    return torch.cat(parts, dim=dim).index_select(dim, torch.argsort(order))
-
-
 class PIQNHead(nn.Module):
     """BiLSTM → L one-way query layers → (pointer, classifier) per layer.
 
     forward takes one (n_i, n_in) tensor per window and returns logits stacked over the layers
-    that ran: left/right (L', B, M, n) and class (L', B, M, C). Training asks for every layer
+    that ran: left/right (L', B, M, n) and class (L', B, M, C), plus the dense boundary logits
+    (B, n, 2: "a gold entity starts / ends at this word", read from the last layer's word states;
+    (B, n, 0) without ``dense_boundaries``). Training asks for every layer
     (PIQN's auxiliary losses); prediction runs the heads on the last layer only. Windows run in
     length groups of at most ``max_padded_words`` padded words (``length_groups``); the
     outputs come back in input order, padded to the longest window.
@@ -268,9 +245,10 @@ class PIQNHead(nn.Module):
         self.anchor_strength = s.anchor_strength
         self.left = EntityPointer(s.width, s.pointer_width or s.width, s.pointer_fusion)
         self.right = EntityPointer(s.width, s.pointer_width or s.width, s.pointer_fusion)
-        self.classifier = EntityClassifier(
-            s.width, s.n_heads, n_classes, s.dropout, s.classifier_dropout, s.pointer
-        )
+        self.classifier = EntityClassifier(s.width, s.n_heads, n_classes, s.dropout, s.classifier_dropout, s.pointer)
+        # Per-word start/end logits trained on every gold boundary (no matching involved), so
+        # the word encoder learns where entities begin and end from the first update.
+        self.dense = nn.Linear(s.width, 2) if s.dense_boundaries else None
         for module in self.modules():
             if not isinstance(module, (nn.LSTM, nn.MultiheadAttention)):
                 init_weights(module)
@@ -301,11 +279,13 @@ class PIQNHead(nn.Module):
         parts = []
         for group in groups:
             group_queries = None if queries is None else [queries[i] for i in group]
-            left, right, classes = self._forward([windows[i] for i in group], group_queries, all_layers)
+            left, right, classes, dense = self._forward([windows[i] for i in group], group_queries, all_layers)
             pad = (0, n_words - left.shape[-1])
-            parts.append((F.pad(left, pad, value=PAD_LOGIT), F.pad(right, pad, value=PAD_LOGIT), classes))
-        left, right, classes = (in_input_order(list(stream), groups, dim=1) for stream in zip(*parts))
-        return left, right, classes
+            dense = F.pad(dense, (0, 0) + pad, value=PAD_LOGIT)
+            parts.append((F.pad(left, pad, value=PAD_LOGIT), F.pad(right, pad, value=PAD_LOGIT), classes, dense))
+        streams = list(zip(*parts))
+        left, right, classes = (in_input_order(list(stream), groups, dim=1) for stream in streams[:3])
+        return left, right, classes, in_input_order(list(streams[3]), groups, dim=0)
 
     def _forward(
         self, windows: List[torch.Tensor], queries: Optional[List[torch.Tensor]], all_layers: bool
@@ -330,4 +310,8 @@ class PIQNHead(nn.Module):
                 lefts.append(left)
                 rights.append(right)
                 classes.append(self.classifier(words, state, mask, left, right))
-        return torch.stack(lefts), torch.stack(rights), torch.stack(classes)
+        if self.dense is not None:
+            dense = self.dense(words).masked_fill(~mask[:, :, None], PAD_LOGIT)
+        else:
+            dense = words.new_zeros((words.shape[0], words.shape[1], 0))
+        return torch.stack(lefts), torch.stack(rights), torch.stack(classes), dense

@@ -3,8 +3,8 @@
 A window is (left context words, window words, right context words). The transformer sees
 ``[CLS] left + words + right [SEP]`` (``<s> … </s>`` for RoBERTa); only the window words are
 pooled into word vectors, so context reaches the output through self-attention alone
-(piqn-spec §1.4). Unlike the official code, which drops any document over 512 subwords
-(§11.3), context is trimmed to fit, outermost words first.
+(the paper's §3.2 "Encoder"). Unlike the official code, which drops any document over 512 subwords,
+context is trimmed to fit, outermost words first.
 """
 
 import json
@@ -13,7 +13,8 @@ from typing import List, Sequence, Tuple
 
 import torch
 
-Window = Tuple[Sequence[str], Sequence[str], Sequence[str]]
+# (left context words, window words, right context words) of one window.
+ContextWindow = Tuple[Sequence[str], Sequence[str], Sequence[str]]
 
 
 @dataclass
@@ -51,7 +52,7 @@ class EncodedBatch:
 
 def encode_windows(
     tokenizer,
-    windows: Sequence[Window],
+    windows: Sequence[ContextWindow],
     max_length: int,
     segment_ids: bool = False,
 ) -> EncodedBatch:
