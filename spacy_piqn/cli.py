@@ -401,3 +401,45 @@ def analyze_command(
             raise fail("the plots need matplotlib: pip install 'spacy-piqn[analysis]' (or pass --no-plots)") from None
         for path in paths:
             typer.echo(f"Saved {path}")
+
+
+@app.command("predict-ray")
+def predict_ray_command(
+    model: Annotated[str, typer.Argument(help="Pipeline directory or installed package name (on every worker).")],
+    input_path: Annotated[Path, typer.Argument(help="JSONL: one doc per line with a 'tokens' list or a 'text'.")],
+    output: Annotated[Path, typer.Argument(help="Folder for the JSONL shards part-00000.jsonl, ...")],
+    workers: Annotated[int, typer.Option("--workers", "-w", help="Pipeline actors (one process each).")] = 2,
+    batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="Docs per batch.")] = 64,
+    threads: Annotated[int, typer.Option("--threads", help="torch threads (and Ray CPUs) per worker.")] = 1,
+    address: Annotated[
+        str | None, typer.Option("--address", help="Ray cluster address ('auto' on a node of a running cluster).")
+    ] = None,
+    spans_key: Annotated[str, typer.Option("--spans-key", "-k", help="doc.spans key to export.")] = "sc",
+) -> None:
+    """Predict a large JSONL corpus with Ray Data (`pip install 'spacy-piqn[ray]'`), output in input order.
+
+    Without --address Ray starts a local cluster on this machine; on a cluster, run `ray start --head` on one node,
+    `ray start --address HEAD:6379` on the others, and this command with --address auto on any of them.
+    """
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise fail("predict-ray needs Ray Data: pip install 'spacy-piqn[ray]'") from None
+    from .scale import predict_jsonl_with_ray
+
+    if not input_path.exists():
+        raise fail(f"input not found: {input_path}")
+    try:
+        n = predict_jsonl_with_ray(
+            model,
+            input_path,
+            output,
+            workers=workers,
+            batch_size=batch_size,
+            threads_per_worker=threads,
+            spans_key=spans_key,
+            address=address,
+        )
+    except ValueError as error:
+        raise fail(str(error)) from None
+    typer.echo(f"Predicted {n} docs with {workers} worker(s); spans in {output}/part-*.jsonl")
