@@ -6,7 +6,6 @@ boundary loss over the matched ones: cross-entropy over the words (softmax point
 word (sigmoid pointer, PIQN's). Layers are summed (PIQN's auxiliary losses).
 """
 
-from dataclasses import dataclass
 from typing import List, Sequence
 
 import numpy as np
@@ -14,19 +13,8 @@ import torch
 import torch.nn.functional as F
 
 from .assignment import assign_queries, ordered_assignment
+from .settings import LossSettings
 from .torch_modules.head import PAD_LOGIT, boundary_probs
-
-
-@dataclass(frozen=True)
-class LossWeights:
-    """Settings of the assignment and the loss (the component's cfg holds them)."""
-
-    n_slots: int = 15
-    match_class_weight: float = 2.0
-    match_boundary_weight: float = 2.0
-    class_weight: float = 8.0
-    boundary_weight: float = 2.0
-    dense_weight: float = 1.0
 
 
 def none_class_weight(n_matched: int, n_queries: int) -> float:
@@ -45,7 +33,7 @@ def piqn_loss(
     classes: torch.Tensor,
     lengths: Sequence[int],
     gold: List[np.ndarray],
-    weights: LossWeights,
+    weights: LossSettings,
     ordered: bool = False,
     pointer: str = "softmax",
 ) -> torch.Tensor:
@@ -115,11 +103,11 @@ def piqn_loss(
                     onehot = F.one_hot(target[:, column], n_words).float()
                     bce = F.binary_cross_entropy_with_logits(matched, onehot, reduction="none")
                     boundary = boundary + (bce * mask).sum()
-            loss = loss + weights.boundary_weight * boundary / n_matched
+            loss = loss + weights.loss_boundary_weight * boundary / n_matched
         ce = F.cross_entropy(
             classes[layer].reshape(-1, n_classes).float(), class_target.reshape(-1), weight=class_weights
         )
-        total = total + loss + weights.class_weight * ce
+        total = total + loss + weights.loss_class_weight * ce
     return total
 
 

@@ -5,6 +5,7 @@ torch-only modules (the loss, the nn.Modules) are imported where they are used.
 """
 
 import logging
+from dataclasses import asdict
 from itertools import islice
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -23,6 +24,9 @@ from .decoding import DECODING_MODES, decode_windows, filter_candidates
 from .errors import Errors, Warnings
 from .layers.piqn_model import PIQNOutput
 from .layers.torch_head import head_settings
+from .settings import DEFAULT_DECODING as DD
+from .settings import DEFAULT_LOSS as DL
+from .settings import LossSettings
 from .targets import window_targets
 from .windows import Window
 
@@ -78,16 +82,8 @@ DEFAULT_MODEL = Config().from_str(DEFAULT_MODEL_CONFIG)["model"]
     default_config={
         "model": DEFAULT_MODEL,
         "spans_key": "sc",
-        "n_slots": 15,
-        "match_class_weight": 2.0,
-        "match_boundary_weight": 2.0,
-        "loss_class_weight": 8.0,
-        "loss_boundary_weight": 2.0,
-        "class_threshold": 0.0,
-        "boundary_threshold": 0.0,
-        "decoding": "nested",
-        "merge_nested_duplicates": True,
-        "set_ents": False,
+        **asdict(DL),
+        **asdict(DD),
         "ordered_warmup_updates": 0,
         "scorer": {"@scorers": "spacy-piqn.piqn_scorer.v1"},
     },
@@ -115,7 +111,8 @@ def make_piqn(
     set_ents: bool,
     scorer: Optional[Callable],
     ordered_warmup_updates: int = 0,
-    merge_nested_duplicates: bool = True,
+    merge_nested_duplicates: bool = DD.merge_nested_duplicates,
+    loss_dense_weight: float = DL.loss_dense_weight,
 ) -> "PIQN":
     """Create a PIQN entity recognizer.
 
@@ -126,6 +123,7 @@ def make_piqn(
     match_class_weight / match_boundary_weight (float): weights of the type and boundary
         probabilities in the assignment cost.
     loss_class_weight / loss_boundary_weight (float): weights of the class CE and boundary BCE.
+    loss_dense_weight (float): weight of the dense boundary head's BCE (models with ``dense_boundaries``).
     class_threshold (float): keep a query's entity only if its class probability is above this.
     boundary_threshold (float): ... and both boundary probabilities are above this.
     decoding (str): "nested" (drop spans crossing a better one, one label per span) or "flat"
@@ -158,6 +156,7 @@ def make_piqn(
         scorer=scorer,
         ordered_warmup_updates=ordered_warmup_updates,
         merge_nested_duplicates=merge_nested_duplicates,
+        loss_dense_weight=loss_dense_weight,
     )
 
 
@@ -176,18 +175,19 @@ class PIQN(TrainablePipe):
         name: str = "piqn",
         *,
         spans_key: str = "sc",
-        n_slots: int = 15,
-        match_class_weight: float = 2.0,
-        match_boundary_weight: float = 2.0,
-        loss_class_weight: float = 8.0,
-        loss_boundary_weight: float = 2.0,
-        class_threshold: float = 0.0,
-        boundary_threshold: float = 0.0,
-        decoding: str = "nested",
-        set_ents: bool = False,
+        n_slots: int = DL.n_slots,
+        match_class_weight: float = DL.match_class_weight,
+        match_boundary_weight: float = DL.match_boundary_weight,
+        loss_class_weight: float = DL.loss_class_weight,
+        loss_boundary_weight: float = DL.loss_boundary_weight,
+        class_threshold: float = DD.class_threshold,
+        boundary_threshold: float = DD.boundary_threshold,
+        decoding: str = DD.decoding,
+        set_ents: bool = DD.set_ents,
         scorer: Optional[Callable] = None,
         ordered_warmup_updates: int = 0,
-        merge_nested_duplicates: bool = True,
+        merge_nested_duplicates: bool = DD.merge_nested_duplicates,
+        loss_dense_weight: float = DL.loss_dense_weight,
     ) -> None:
         if decoding not in DECODING_MODES:
             raise ValueError(Errors.E004.format(modes=DECODING_MODES, value=decoding, name=name))
@@ -203,6 +203,7 @@ class PIQN(TrainablePipe):
             "match_boundary_weight": match_boundary_weight,
             "loss_class_weight": loss_class_weight,
             "loss_boundary_weight": loss_boundary_weight,
+            "loss_dense_weight": loss_dense_weight,
             "class_threshold": class_threshold,
             "boundary_threshold": boundary_threshold,
             "decoding": decoding,
@@ -348,7 +349,7 @@ class PIQN(TrainablePipe):
         RETURNS the loss and its gradient with respect to the head's logits."""
         from thinc.api import torch2xp, xp2torch
 
-        from .loss import LossWeights, dense_boundary_loss, piqn_loss
+        from .loss import dense_boundary_loss, piqn_loss
 
         examples = list(examples)
         gold = self._window_gold(examples, scores.windows)
@@ -359,17 +360,11 @@ class PIQN(TrainablePipe):
         dense = scores.dense if scores.dense is not None and scores.dense.shape[-1] else None
         if dense is not None:
             leaves.append(xp2torch(dense, requires_grad=True))
-        weights = LossWeights(
-            n_slots=self.cfg["n_slots"],
-            match_class_weight=self.cfg["match_class_weight"],
-            match_boundary_weight=self.cfg["match_boundary_weight"],
-            class_weight=self.cfg["loss_class_weight"],
-            boundary_weight=self.cfg["loss_boundary_weight"],
-        )
+        weights = LossSettings.from_cfg(self.cfg)
         ordered = self.n_updates < self.cfg.get("ordered_warmup_updates", 0)
         loss = piqn_loss(*leaves[:3], scores.lengths, gold, weights, ordered=ordered, pointer=self._pointer)
         if dense is not None:
-            loss = loss + weights.dense_weight * dense_boundary_loss(leaves[3], scores.lengths, gold)
+            loss = loss + weights.loss_dense_weight * dense_boundary_loss(leaves[3], scores.lengths, gold)
         loss.backward()
         # Entity-free batches leave the pointer logits without a gradient.
         grads = [torch2xp(t.grad) if t.grad is not None else self.model.ops.alloc(t.shape) for t in leaves]

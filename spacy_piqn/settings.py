@@ -1,12 +1,15 @@
-"""The PIQN head's settings: one frozen, torch-free object with the defaults defined once.
+"""PIQN's settings, one frozen, torch-free object per concern, each default defined once here.
 
-The registered builders (``architectures.py``) take these as config arguments and build one
-``HeadSettings``; the thinc wrapper saves it in its attrs and the torch module reads it. The
-component reads the pointer type from it too, since the loss and the decoding depend on it.
+``HeadSettings``: what the model looks like. The registered builders (``architectures.py``) take its
+fields as config arguments and build one; the thinc wrapper saves it in its attrs and the torch
+module reads it. The component reads the pointer type from it too, since the loss and the decoding
+depend on it. ``LossSettings`` (assignment and loss) and ``DecodingSettings`` (from probabilities to
+spans) are the component's own settings (``[components.piqn]``): the factory takes its defaults from
+them and the loss and decoding read them from the component's cfg.
 """
 
-from dataclasses import asdict, dataclass
-from typing import Any, Dict
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Dict, Mapping
 
 POINTERS = ("softmax", "sigmoid")
 FUSIONS = ("additive", "bilinear")
@@ -59,3 +62,40 @@ class HeadSettings:
 
 
 DEFAULT_HEAD = HeadSettings()
+
+
+@dataclass(frozen=True)
+class LossSettings:
+    """One-to-many assignment and loss weights (``[components.piqn]``; see README for each)."""
+
+    n_slots: int = 15
+    match_class_weight: float = 2.0
+    match_boundary_weight: float = 2.0
+    loss_class_weight: float = 8.0
+    loss_boundary_weight: float = 2.0
+    # Weight of the dense boundary head's loss, where the head has one (HeadSettings.dense_boundaries).
+    loss_dense_weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.n_slots < 1:
+            raise ValueError(f"n_slots must be >= 1, got {self.n_slots}")
+
+    @classmethod
+    def from_cfg(cls, cfg: Mapping[str, Any]) -> "LossSettings":
+        """The settings held in a component's cfg (keys it lacks take their defaults)."""
+        return cls(**{f.name: cfg[f.name] for f in fields(cls) if f.name in cfg})
+
+
+@dataclass(frozen=True)
+class DecodingSettings:
+    """From probabilities to spans (``[components.piqn]``; see README for each)."""
+
+    class_threshold: float = 0.0
+    boundary_threshold: float = 0.0
+    decoding: str = "nested"
+    merge_nested_duplicates: bool = True
+    set_ents: bool = False
+
+
+DEFAULT_LOSS = LossSettings()
+DEFAULT_DECODING = DecodingSettings()

@@ -177,3 +177,18 @@ def test_dense_boundary_head_trains_and_round_trips(tmp_path):
     nlp.to_disk(tmp_path / "p")
     after = [[(s.start, s.end, s.label_) for s in d.spans["sc"]] for d in spacy.load(tmp_path / "p").pipe(texts)]
     assert before == after and any(before)
+
+
+def test_component_defaults_are_the_settings_objects_defaults():
+    """The factory, the component and the loss read one set of defaults (settings.py)."""
+    from dataclasses import asdict
+
+    from spacy_piqn.settings import DecodingSettings, LossSettings
+
+    pipe = spacy.blank("en").add_pipe("piqn")
+    expected = {**asdict(LossSettings()), **asdict(DecodingSettings())}
+    assert {key: pipe.cfg[key] for key in expected} == expected
+    assert LossSettings.from_cfg(pipe.cfg) == LossSettings()
+    # A saved pipeline from before loss_dense_weight existed reads the default.
+    old_cfg = {k: v for k, v in pipe.cfg.items() if k != "loss_dense_weight"}
+    assert LossSettings.from_cfg(old_cfg).loss_dense_weight == LossSettings().loss_dense_weight

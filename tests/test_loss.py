@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from spacy_piqn.loss import LossWeights, dense_boundary_loss, none_class_weight, piqn_loss
-from spacy_piqn.settings import HeadSettings
+from spacy_piqn.loss import dense_boundary_loss, none_class_weight, piqn_loss
+from spacy_piqn.settings import HeadSettings, LossSettings
 from spacy_piqn.torch_modules.head import OneWayLayer, PIQNHead
 
 from .conftest import TINY_PIQN
@@ -21,7 +21,7 @@ def head_outputs(n_windows=3, n_layers=2, n_queries=5, n_words=6, n_classes=4, s
 def test_loss_is_finite_without_entities():
     left, right, classes = head_outputs()
     empty = [np.zeros((0, 3), dtype=np.int64)] * 3
-    loss = piqn_loss(left, right, classes, [6, 4, 2], empty, LossWeights(n_slots=3))
+    loss = piqn_loss(left, right, classes, [6, 4, 2], empty, LossSettings(n_slots=3))
     loss.backward()
     assert torch.isfinite(loss)
     assert torch.isfinite(classes.grad).all() and classes.grad.abs().sum() > 0
@@ -33,7 +33,7 @@ def test_loss_is_finite_without_entities():
 def test_loss_supervises_boundaries_of_matched_queries(pointer):
     left, right, classes = head_outputs()
     gold = [np.array([[1, 0, 2], [2, 1, 1]]), np.zeros((0, 3), dtype=np.int64), np.array([[3, 0, 1]])]
-    loss = piqn_loss(left, right, classes, [6, 4, 2], gold, LossWeights(n_slots=3), pointer=pointer)
+    loss = piqn_loss(left, right, classes, [6, 4, 2], gold, LossSettings(n_slots=3), pointer=pointer)
     loss.backward()
     assert torch.isfinite(loss)
     assert left.grad[:, 0].abs().sum() > 0 and right.grad[:, 2].abs().sum() > 0
