@@ -35,7 +35,7 @@ logger = logging.getLogger("spacy_piqn")
 DEFAULT_MODEL_CONFIG = """
 [model]
 @architectures = "spacy-piqn.PIQN.v1"
-hidden_width = 192
+hidden_width = 128
 n_queries = 30
 n_layers = 2
 n_heads = 8

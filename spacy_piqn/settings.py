@@ -19,7 +19,7 @@ FUSIONS = ("additive", "bilinear")
 class HeadSettings:
     """What the word-level part of PIQN looks like (see ``spacy-piqn.PIQN.v1`` for each)."""
 
-    width: int = 192
+    width: int = 128
     n_queries: int = 30
     n_layers: int = 2
     n_heads: int = 8

@@ -459,3 +459,16 @@ def test_mixed_precision_setting_trains_on_cpu(tiny_bert):
     assert all(np.isfinite(losses))
     doc = nlp("Jurkat cells express IL-4 .")
     assert all(0.0 <= score <= 1.0 for score in doc.spans["sc"].attrs["scores"])
+
+
+def test_query_analysis_works_with_the_query_transformer(tiny_bert):
+    """`analyze` reads the component's own predictions, so it works with the query-carrying encoder too."""
+    from spacy_piqn.analysis import query_predictions, summarize_queries
+    from spacy_piqn.layers.torch_head import head_settings
+
+    nlp = untrained_nlp_that_predicts(tiny_bert)
+    pipe = nlp.get_pipe("piqn")
+    n_queries = head_settings(pipe.model.get_ref("head")).n_queries
+    summary = summarize_queries(query_predictions(nlp, [nlp.make_doc(t) for t in TEXTS]), n_queries, pipe.labels)
+    assert len(summary["queries"]) == n_queries == query_encoder(nlp).n_queries
+    assert summary["kept"] == sum(len(doc.spans["sc"]) for doc in nlp.pipe(TEXTS)) > 0
