@@ -138,7 +138,8 @@ def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Any = None) -> Non
     )
     # Mixed precision needs CUDA: a CPU grad scaler crashes in backprop.
     mixed = attrs["mixed_precision"] and torch.cuda.is_available()
-    # thinc's PyTorchWrapper_v3, with a shim that can scale the learning rate.
+    # thinc's PyTorchWrapper_v3, with a shim that can scale the learning rate. v3 builds its own PyTorchShim
+    # and takes no shim class, so its (private) forward is reused here rather than its body copied.
     shim = ScaledPyTorchShim(
         module,
         lr_scale=attrs["lr_scale"],
