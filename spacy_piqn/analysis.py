@@ -32,16 +32,20 @@ class QueryPrediction:
     kept: bool  # survived the component's decoding (not a duplicate or crossing a better span)
 
 
+def annotate_before(nlp: Language, docs: Sequence[Doc], pipe_name: str) -> List[Doc]:
+    """``docs`` run through the components before ``pipe_name`` (its encoder, if it listens to one), so
+    that the component itself can then predict on them once and decode many times."""
+    before = nlp.pipe_names[: nlp.pipe_names.index(pipe_name)]
+    with nlp.select_pipes(enable=before):
+        return list(nlp.pipe(docs))
+
+
 def query_predictions(
     nlp: Language, docs: Sequence[Doc], pipe_name: str = "piqn", batch_size: int = 256
 ) -> List[QueryPrediction]:
     """Every query's prediction on ``docs`` (with the component's own thresholds and decoding)."""
     pipe = nlp.get_pipe(pipe_name)
-    docs = list(docs)
-    for name, proc in nlp.pipeline:  # what comes before piqn annotates the docs first
-        if name == pipe_name:
-            break
-        docs = list(proc.pipe(docs))
+    docs = annotate_before(nlp, docs, pipe_name)
     merge = pipe.cfg["merge_nested_duplicates"]
     records: List[QueryPrediction] = []
     for i in range(0, len(docs), batch_size):
@@ -87,9 +91,11 @@ def query_predictions(
 def summarize_queries(records: Sequence[QueryPrediction], n_queries: int, labels: Sequence[str]) -> Dict[str, Any]:
     """Per query: how many entities it predicts and keeps, where they start (relative position
     histogram), how long they are (1..9, 10+) and which types (counts per label)."""
+    by_query: Dict[int, List[QueryPrediction]] = {q: [] for q in range(n_queries)}
+    for record in records:
+        by_query[record.query].append(record)
     queries = []
-    for q in range(n_queries):
-        mine = [r for r in records if r.query == q]
+    for q, mine in by_query.items():
         starts = np.array([r.relative_start for r in mine])
         lengths = np.array([min(r.length, MAX_LENGTH) for r in mine], dtype=int)
         position = (

@@ -317,6 +317,7 @@ def find_threshold_command(
     """
     import numpy as np
 
+    from .analysis import annotate_before
     from .scorer import piqn_score
 
     if threshold_key not in THRESHOLD_KEYS:
@@ -330,11 +331,7 @@ def find_threshold_command(
     examples = gold_token_examples(nlp, data_path)
     if not examples:
         raise fail(f"no docs with tokens in {data_path}")
-    docs = [eg.predicted for eg in examples]
-    for name, proc in nlp.pipeline:  # everything before piqn annotates once
-        if name == pipe_name:
-            break
-        docs = list(proc.pipe(docs))
+    docs = annotate_before(nlp, [eg.predicted for eg in examples], pipe_name)
     batch = 256
     outputs = [(i, pipe.predict(docs[i : i + batch])) for i in range(0, len(docs), batch)]
     scores_key = f"spans_{pipe.key}_f"
