@@ -1,6 +1,6 @@
 """Do a trained PIQN pipeline's queries point at different spans, or have they collapsed?
 
-    python bench/query_collapse.py MODEL_DIR DEV.spacy [--n-docs 400]
+    python bench/query_collapse.py MODEL_DIR DEV.spacy [--n-docs 400]  (0: all docs)
 
 For each window: the distinct spans the M queries point at (argmax left, argmax right, whatever
 their class), and whether each gold span is among them. Prints the mean number of distinct spans
@@ -20,12 +20,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model")
     parser.add_argument("docs")
-    parser.add_argument("--n-docs", type=int, default=400)
+    parser.add_argument("--n-docs", type=int, default=400, help="docs to read (0: all)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     nlp = spacy.load(args.model)
     piqn = nlp.get_pipe("piqn")
-    refs = list(DocBin().from_disk(args.docs).get_docs(nlp.vocab))[: args.n_docs]
+    refs = list(DocBin().from_disk(args.docs).get_docs(nlp.vocab))[: args.n_docs or None]
     docs = [Doc(nlp.vocab, words=[t.text for t in d]) for d in refs]
     for name, proc in nlp.pipeline:
         if name != "piqn":

@@ -1,6 +1,7 @@
 """Registered model builders. Their docstrings document the config arguments."""
 
-from typing import List, Tuple
+from dataclasses import fields
+from typing import Any, Dict, List, Tuple
 
 from spacy.tokens import Doc
 from spacy.util import registry
@@ -13,6 +14,15 @@ from .layers.torch_head import build_torch_head
 from .settings import DEFAULT_HEAD as D
 from .settings import HeadSettings
 from .windows import GetWindows, Window
+
+
+def _head_settings(args: Dict[str, Any], **fixed: Any) -> HeadSettings:
+    """The head's settings from a builder's config arguments (its ``locals()``): the builders'
+    signatures are the config interface spaCy validates, so they list the arguments, and this
+    maps them onto ``HeadSettings`` once (``hidden_width`` is its ``width``)."""
+    values = {"width" if name == "hidden_width" else name: value for name, value in args.items()}
+    values.update(fixed)
+    return HeadSettings(**{f.name: values[f.name] for f in fields(HeadSettings) if f.name in values})
 
 
 @registry.architectures("spacy-piqn.PIQN.v1")
@@ -78,23 +88,7 @@ def build_piqn_model(
         "ends here", trained with binary cross-entropy on every gold span (no matching), so the
         word encoder learns boundaries from the first update (Co-DETR's dense auxiliary heads).
     """
-    settings = HeadSettings(
-        width=hidden_width,
-        n_queries=n_queries,
-        n_layers=n_layers,
-        n_heads=n_heads,
-        pointer=pointer,
-        anchor_strength=anchor_strength,
-        pointer_fusion=pointer_fusion,
-        pointer_width=pointer_width,
-        lstm_layers=lstm_layers,
-        dropout=dropout,
-        classifier_dropout=classifier_dropout,
-        query_interaction=query_interaction,
-        common_embedding=common_embedding,
-        max_padded_words=max_padded_words,
-        dense_boundaries=dense_boundaries,
-    )
+    settings = _head_settings(locals())
     head = build_torch_head(settings, mixed_precision=mixed_precision, lr_scale=head_lr_scale)
     return build_piqn(tok2vec, head, windows)
 
@@ -194,23 +188,7 @@ def build_piqn_query_transformer_model(
     The head has no n_queries or common_embedding: both belong to the encoder, whose query
     states (projected to hidden_width) replace the head's own query content.
     """
-    settings = HeadSettings(
-        width=hidden_width,
-        n_queries=encoder.attrs["n_queries"],
-        n_layers=n_layers,
-        n_heads=n_heads,
-        pointer=pointer,
-        anchor_strength=anchor_strength,
-        pointer_fusion=pointer_fusion,
-        pointer_width=pointer_width,
-        lstm_layers=lstm_layers,
-        dropout=dropout,
-        classifier_dropout=classifier_dropout,
-        query_interaction=query_interaction,
-        common_embedding=False,
-        max_padded_words=max_padded_words,
-        dense_boundaries=dense_boundaries,
-    )
+    settings = _head_settings(locals(), n_queries=encoder.attrs["n_queries"], common_embedding=False)
     head = build_torch_head(settings, mixed_precision=mixed_precision, encoder_queries=True, lr_scale=head_lr_scale)
     for shim in encoder.shims:
         if hasattr(shim, "query_lr_scale"):

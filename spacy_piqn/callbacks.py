@@ -7,6 +7,8 @@ from spacy.language import Language
 from spacy.util import registry
 from thinc.api import Model
 
+from .errors import Errors
+
 logger = logging.getLogger("spacy_piqn")
 
 
@@ -23,19 +25,14 @@ def create_freeze_transformer(steps: int) -> Callable[[Language, Dict[str, Any]]
     learning-rate schedule is the one in [training.optimizer].
     """
     if steps < 0:
-        raise ValueError(f"freeze_transformer.v1 needs steps >= 0, got {steps}")
+        raise ValueError(Errors.E017.format(steps=steps))
     state = {"frozen": None}
 
     def before_update(nlp: Language, info: Dict[str, Any]) -> None:
         frozen = info["step"] < steps
-        encoders = list(_query_encoders(nlp))
+        encoders = list(_query_transformers(nlp))
         if not encoders:
-            raise ValueError(
-                "[training.before_update] spacy-piqn.freeze_transformer.v1 found no "
-                "spacy-piqn.QueryTransformer.v1 in the pipeline. It freezes only that "
-                "encoder; for a shared spacy-transformers transformer list it in "
-                "[training] frozen_components instead, or set before_update = null."
-            )
+            raise ValueError(Errors.E018)
         for encoder in encoders:
             encoder.freeze_transformer = frozen
         if frozen != state["frozen"]:
@@ -45,8 +42,8 @@ def create_freeze_transformer(steps: int) -> Callable[[Language, Dict[str, Any]]
     return before_update
 
 
-def _query_encoders(nlp: Language) -> Iterator[Any]:
-    from .layers.query_transformer import QueryEncoderShim
+def _query_transformers(nlp: Language) -> Iterator[Any]:
+    from .layers.query_transformer import QueryTransformerShim
 
     for _, component in nlp.components:
         model = getattr(component, "model", None)
@@ -54,5 +51,5 @@ def _query_encoders(nlp: Language) -> Iterator[Any]:
             continue
         for node in model.walk():
             for shim in node.shims:
-                if isinstance(shim, QueryEncoderShim) and shim.encoder is not None:
+                if isinstance(shim, QueryTransformerShim) and shim.encoder is not None:
                     yield shim.encoder

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from .errors import Errors
+
 if TYPE_CHECKING:
     from spacy.language import Language
     from spacy.training import Example
@@ -89,11 +91,13 @@ def transformers_problem() -> str | None:
             return ",".join(sorted((str(s) for s in specifiers), key=lambda s: not s.startswith(">")))
 
         pin = transformers_pin("spacy-piqn") or transformers_pin("spacy-transformers")
-        return (
-            f"error: spacy-transformers {version('spacy-transformers')} cannot import transformers "
-            f"{version('transformers')} ({error}); spaCy imports it for every pipeline, so no command can run.\n"
-            f'fix: pip install "transformers{pin}"'
+        problem = Errors.E210.format(
+            spacy_transformers=version("spacy-transformers"),
+            transformers=version("transformers"),
+            reason=error,
+            pin=pin,
         )
+        return f"error: {problem}"
     return None
 
 
@@ -196,7 +200,7 @@ def load_pipeline(model: str, gpu_id: int) -> Language:
     try:
         return spacy.load(model)
     except OSError as error:
-        raise fail(f"cannot load the pipeline {model!r}: {error}") from None
+        raise fail(Errors.E200.format(model=model, reason=error)) from None
 
 
 def gold_token_examples(nlp: Language, data_path: Path, limit: int = 0) -> list[Example]:
@@ -209,7 +213,7 @@ def gold_token_examples(nlp: Language, data_path: Path, limit: int = 0) -> list[
     from .corpus import create_gold_token_corpus
 
     if not data_path.exists():
-        raise fail(f"data not found: {data_path}")
+        raise fail(Errors.E201.format(path=data_path))
     return list(create_gold_token_corpus(data_path, gold_tokens=True, limit=limit)(nlp))
 
 
@@ -230,7 +234,7 @@ def evaluate_command(
     nlp = load_pipeline(model, gpu_id)
     examples = gold_token_examples(nlp, data_path)
     if not examples:
-        raise fail(f"no docs with tokens in {data_path}")
+        raise fail(Errors.E202.format(path=data_path))
     scores = nlp.evaluate(examples)
     # token_* are the tokenizer's scores, meaningless on gold tokens.
     rows = [
@@ -268,7 +272,7 @@ def visualize_command(
     from spacy import displacy
 
     if limit < 0:
-        raise fail(f"--limit must be 0 (all) or positive, got {limit}")
+        raise fail(Errors.E203.format(limit=limit))
     nlp = load_pipeline(model, gpu_id)
     examples = gold_token_examples(nlp, data_path, limit=limit)
     predicted = list(nlp.pipe(eg.predicted for eg in examples))
@@ -321,16 +325,16 @@ def find_threshold_command(
     from .scorer import piqn_score
 
     if threshold_key not in THRESHOLD_KEYS:
-        raise fail(f"--key must be one of {', '.join(THRESHOLD_KEYS)}, got {threshold_key!r}")
+        raise fail(Errors.E204.format(keys=", ".join(THRESHOLD_KEYS), key=threshold_key))
     if n_trials < 2:
-        raise fail(f"--n-trials must be at least 2, got {n_trials}")
+        raise fail(Errors.E205.format(n_trials=n_trials))
     nlp = load_pipeline(model, gpu_id)
     if pipe_name not in nlp.pipe_names or threshold_key not in getattr(nlp.get_pipe(pipe_name), "cfg", {}):
-        raise fail(f"{model!r} has no piqn component named {pipe_name!r} (pipes: {', '.join(nlp.pipe_names)})")
+        raise fail(Errors.E206.format(model=model, pipe=pipe_name, pipes=", ".join(nlp.pipe_names)))
     pipe = nlp.get_pipe(pipe_name)
     examples = gold_token_examples(nlp, data_path)
     if not examples:
-        raise fail(f"no docs with tokens in {data_path}")
+        raise fail(Errors.E202.format(path=data_path))
     docs = annotate_before(nlp, [eg.predicted for eg in examples], pipe_name)
     batch = 256
     outputs = [(i, pipe.predict(docs[i : i + batch])) for i in range(0, len(docs), batch)]
@@ -376,14 +380,14 @@ def analyze_command(
     from .layers.torch_head import head_settings
 
     if limit < 0:
-        raise fail(f"--limit must be 0 (all) or positive, got {limit}")
+        raise fail(Errors.E203.format(limit=limit))
     nlp = load_pipeline(model, gpu_id)
     if pipe_name not in nlp.pipe_names or not hasattr(nlp.get_pipe(pipe_name), "probabilities"):
-        raise fail(f"{model!r} has no piqn component named {pipe_name!r} (pipes: {', '.join(nlp.pipe_names)})")
+        raise fail(Errors.E206.format(model=model, pipe=pipe_name, pipes=", ".join(nlp.pipe_names)))
     pipe = nlp.get_pipe(pipe_name)
     examples = gold_token_examples(nlp, data_path, limit=limit)
     if not examples:
-        raise fail(f"no docs with tokens in {data_path}")
+        raise fail(Errors.E202.format(path=data_path))
     records = query_predictions(nlp, [eg.predicted for eg in examples], pipe_name)
     n_queries = head_settings(pipe.model.get_ref("head")).n_queries
     summary = summarize_queries(records, n_queries, pipe.labels)
@@ -395,7 +399,7 @@ def analyze_command(
         try:
             paths = plot_queries(summary, output)
         except ImportError:
-            raise fail("the plots need matplotlib: pip install 'spacy-piqn[analysis]' (or pass --no-plots)") from None
+            raise fail(Errors.E207) from None
         for path in paths:
             typer.echo(f"Saved {path}")
 
@@ -421,11 +425,11 @@ def predict_ray_command(
     try:
         import ray  # noqa: F401
     except ImportError:
-        raise fail("predict-ray needs Ray Data: pip install 'spacy-piqn[ray]'") from None
+        raise fail(Errors.E208) from None
     from .scale import predict_jsonl_with_ray
 
     if not input_path.exists():
-        raise fail(f"input not found: {input_path}")
+        raise fail(Errors.E209.format(path=input_path))
     try:
         n = predict_jsonl_with_ray(
             model,

@@ -49,6 +49,8 @@ from spacy.language import Language
 from spacy.tokens import Doc, DocBin, Span, SpanGroup
 from spacy.vocab import Vocab
 
+from .errors import Errors
+
 logger = logging.getLogger("spacy_piqn")
 
 DOCSTART = "-DOCSTART-"
@@ -62,7 +64,10 @@ SpanTuple = tuple[int, int, str]
 
 
 class ConversionError(ValueError):
-    """An input record that cannot be converted, located by file and 1-based line number."""
+    """An input record that cannot be converted, located by file and 1-based line number.
+
+    ``reason`` is a catalogued message (``Errors.E1xx``), so the error reads ``FILE:LINE: [E1xx] ...``.
+    """
 
     def __init__(self, file: PathLike, line: int, reason: str) -> None:
         self.file = str(file)
@@ -108,7 +113,7 @@ def _vocab_of(nlp_or_vocab: Language | Vocab) -> Vocab:
         return nlp_or_vocab.vocab
     if isinstance(nlp_or_vocab, Vocab):
         return nlp_or_vocab
-    raise TypeError(f"expected a spaCy Language or Vocab, got {type(nlp_or_vocab).__name__}")
+    raise TypeError(Errors.E100.format(type=type(nlp_or_vocab).__name__))
 
 
 def _label_set(labels: Iterable[str] | None) -> frozenset[str] | None:
@@ -125,19 +130,15 @@ def _decode(raw: bytes, path: Path, line: int) -> str:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ConversionError(
-            path,
-            line,
-            f"not valid UTF-8 (byte 0x{raw[error.start]:02x} at column {error.start + 1}); re-save the file as UTF-8",
-        ) from None
+        raise ConversionError(path, line, Errors.E101.format(byte=raw[error.start], column=error.start + 1)) from None
     return text.removeprefix("\ufeff") if line == 1 else text
 
 
 def _check_label(label: Any, allowed: frozenset[str] | None, where: str) -> str:
     if not isinstance(label, str) or not label:
-        raise _Invalid(f"{where}: label must be a non-empty string, got {label!r}")
+        raise _Invalid(Errors.E102.format(where=where, label=label))
     if allowed is not None and label not in allowed:
-        raise _Invalid(f"{where}: label {label!r} is not one of the allowed labels ({', '.join(sorted(allowed))})")
+        raise _Invalid(Errors.E103.format(where=where, label=label, allowed=", ".join(sorted(allowed))))
     return label
 
 
@@ -170,40 +171,40 @@ def _reject(error: ConversionError, skip_invalid: bool, stats: ReadStats) -> Non
 
 def _check_tokens(tokens: Any) -> list[str]:
     if not isinstance(tokens, list):
-        raise _Invalid(f"'tokens' must be an array of strings, got {_json_type(tokens)}")
+        raise _Invalid(Errors.E104.format(type=_json_type(tokens)))
     if not tokens:
-        raise _Invalid("'tokens' is empty; a sentence needs at least one token")
+        raise _Invalid(Errors.E105)
     for i, token in enumerate(tokens):
         if not isinstance(token, str):
-            raise _Invalid(f"token {i} must be a string, got {_json_type(token)}")
+            raise _Invalid(Errors.E106.format(i=i, type=_json_type(token)))
         if not token:
-            raise _Invalid(f"token {i} is an empty string")
+            raise _Invalid(Errors.E107.format(i=i))
         if any(char.isspace() for char in token):
-            raise _Invalid(f"token {i} ({token!r}) contains whitespace; tokens must not contain whitespace")
+            raise _Invalid(Errors.E108.format(i=i, token=token))
     return tokens
 
 
 def _check_entities(entities: Any, n_tokens: int, allowed: frozenset[str] | None) -> list[SpanTuple]:
     if not isinstance(entities, list):
-        raise _Invalid(f"'entities' must be an array of objects, got {_json_type(entities)}")
+        raise _Invalid(Errors.E109.format(type=_json_type(entities)))
     spans = []
     for i, entity in enumerate(entities):
         where = f"entity {i}"
         if not isinstance(entity, dict):
-            raise _Invalid(f"{where} must be an object, got {_json_type(entity)}")
+            raise _Invalid(Errors.E110.format(where=where, type=_json_type(entity)))
         for key in ("start", "end", "label"):
             if key not in entity:
-                raise _Invalid(f"{where} is missing key {key!r}")
+                raise _Invalid(Errors.E111.format(where=where, key=key))
         start, end = entity["start"], entity["end"]
         for name, value in (("start", start), ("end", end)):
             if not isinstance(value, int) or isinstance(value, bool):
-                raise _Invalid(f"{where}: {name} must be an integer, got {value!r}")
+                raise _Invalid(Errors.E112.format(where=where, name=name, value=value))
             if value < 0:
-                raise _Invalid(f"{where}: {name} is negative ({value})")
+                raise _Invalid(Errors.E113.format(where=where, name=name, value=value))
         if end > n_tokens:
-            raise _Invalid(f"{where}: end {end} is out of range for {n_tokens} tokens (end is exclusive)")
+            raise _Invalid(Errors.E114.format(where=where, end=end, n_tokens=n_tokens))
         if start >= end:
-            raise _Invalid(f"{where}: empty span, start {start} >= end {end} (end is exclusive)")
+            raise _Invalid(Errors.E115.format(where=where, start=start, end=end))
         spans.append((start, end, _check_label(entity["label"], allowed, where)))
     return spans
 
@@ -212,12 +213,12 @@ def _parse_json_record(text: str, allowed: frozenset[str] | None) -> tuple[list[
     try:
         record = json.loads(text)
     except json.JSONDecodeError as error:
-        raise _Invalid(f"invalid JSON: {error.msg} (column {error.colno})") from None
+        raise _Invalid(Errors.E116.format(reason=error.msg, column=error.colno)) from None
     if not isinstance(record, dict):
-        raise _Invalid(f"expected a JSON object, got {_json_type(record)}")
+        raise _Invalid(Errors.E117.format(type=_json_type(record)))
     for key in ("tokens", "entities"):
         if key not in record:
-            raise _Invalid(f"missing key {key!r}")
+            raise _Invalid(Errors.E118.format(key=key))
     tokens = _check_tokens(record["tokens"])
     return tokens, _check_entities(record["entities"], len(tokens), allowed)
 
@@ -266,7 +267,7 @@ def tags_to_spans(tags: Sequence[str]) -> list[SpanTuple]:
     open_start, open_label = 0, None
     for i, tag in enumerate(tags):
         if not TAG_PATTERN.fullmatch(tag):
-            raise ValueError(f"unknown tag {tag!r} at position {i}")
+            raise ValueError(Errors.E122.format(tag=tag, position=i))
         prefix, label = tag[0], tag[2:]
         continues = prefix in "IEL" and label == open_label
         if open_label is not None and not continues:
@@ -314,9 +315,7 @@ def _detect_tag_cols(lines: list[_Line], path: Path) -> int:
         n_tag_cols += 1
     if n_tag_cols == 0:
         first_line = next(n for n, t in lines if isinstance(t, str) and t.strip() and not _is_docstart(t))
-        raise ConversionError(
-            path, first_line, "found no tag column (values like O, B-X, I-X after the token); pass --tag-cols N"
-        )
+        raise ConversionError(path, first_line, Errors.E119)
     return n_tag_cols
 
 
@@ -334,16 +333,10 @@ def _parse_column_block(
             raise text
         fields = text.split()
         if len(fields) < 1 + n_tag_cols:
-            raise ConversionError(
-                path, line, f"expected a token and {n_tag_cols} tag column(s), found {len(fields)} column(s)"
-            )
+            raise ConversionError(path, line, Errors.E120.format(n_tag_cols=n_tag_cols, n_columns=len(fields)))
         for level, tag in enumerate(fields[-n_tag_cols:]):
             if not TAG_PATTERN.fullmatch(tag):
-                raise ConversionError(
-                    path,
-                    line,
-                    f"unknown tag {tag!r} in tag column {level + 1}; expected O or B-, I-, E-, S-, L-, U- and a label",
-                )
+                raise ConversionError(path, line, Errors.E121.format(tag=tag, column=level + 1))
             if tag != "O":
                 try:
                     _check_label(tag[2:], allowed, f"tag {tag!r}")
@@ -369,7 +362,7 @@ def read_columns(
     stats = stats if stats is not None else ReadStats()
     allowed = _label_set(labels)
     if tag_cols is not None and tag_cols < 1:
-        raise ValueError(f"tag_cols must be at least 1, got {tag_cols}")
+        raise ValueError(Errors.E123.format(tag_cols=tag_cols))
     lines = _column_lines(path)
     n_tag_cols = tag_cols if tag_cols is not None else _detect_tag_cols(lines, path)
 
@@ -439,7 +432,7 @@ def sentences_to_docs(
 ) -> Iterator[Doc]:
     """Build docs of up to ``n_sents`` consecutive sentences each, starting a new doc at every new document."""
     if n_sents < 1:
-        raise ValueError(f"n_sents must be at least 1, got {n_sents}")
+        raise ValueError(Errors.E124.format(n_sents=n_sents))
     vocab = _vocab_of(nlp_or_vocab)
     group: list[Sentence] = []
     for sentence in sentences:
@@ -493,9 +486,7 @@ def guess_format(path: PathLike) -> str:
         return "jsonl"
     if suffix in COLUMN_SUFFIXES:
         return "conll"
-    raise ValueError(
-        f"cannot tell the format of {path} from its suffix {suffix!r}; pass --format jsonl or --format conll"
-    )
+    raise ValueError(Errors.E125.format(path=path, suffix=suffix))
 
 
 def _count_written(path: Path, vocab: Vocab, spans_key: str) -> dict[str, int]:
@@ -531,15 +522,15 @@ def convert(
     input_path, output_path = Path(input_path), Path(output_path)
     file_format = file_format or guess_format(input_path)
     if file_format not in FORMATS:
-        raise ValueError(f"unknown format {file_format!r}; use one of {', '.join(FORMATS)}")
+        raise ValueError(Errors.E126.format(format=file_format, formats=", ".join(FORMATS)))
     if not input_path.is_file():
-        raise FileNotFoundError(f"input file not found: {input_path}")
+        raise FileNotFoundError(Errors.E127.format(path=input_path))
     if output_path.is_dir():
         output_path = output_path / f"{input_path.stem}.spacy"
     try:
         nlp = spacy.blank(lang)
     except ImportError:
-        raise ValueError(f"unknown language code {lang!r} for spacy.blank") from None
+        raise ValueError(Errors.E128.format(lang=lang)) from None
 
     stats = ReadStats()
     if file_format == "jsonl":
@@ -586,5 +577,5 @@ def convert(
     }
     wrong = [f"{key} = {report[key]} but expected {value}" for key, value in expected.items() if report[key] != value]
     if wrong:
-        raise RuntimeError(f"consistency check failed for {output_path}: {'; '.join(wrong)}")
+        raise RuntimeError(Errors.E129.format(path=output_path, problems="; ".join(wrong)))
     return report

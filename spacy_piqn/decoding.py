@@ -12,6 +12,7 @@ from typing import List, Sequence, Tuple
 
 import numpy as np
 
+from .errors import Errors
 from .windows import Window
 
 DECODING_MODES = ("nested", "flat")
@@ -104,7 +105,7 @@ def filter_candidates(
     flat: dropped on any overlap.
     """
     if mode not in DECODING_MODES:
-        raise ValueError(f"decoding must be one of {DECODING_MODES}, got {mode!r}")
+        raise ValueError(Errors.E015.format(modes=DECODING_MODES, value=mode))
     order = np.argsort(-scores, kind="stable")
     kept: List[int] = []
     kept_starts = np.zeros((len(order),), dtype=np.int64)

@@ -62,6 +62,8 @@ def piqn_loss(
             p_left = boundary_probs(left.float(), pointer).cpu().numpy()
             p_right = boundary_probs(right.float(), pointer).cpu().numpy()
     for layer in range(n_layers):
+        last = layer == n_layers - 1
+        n_slots = weights.last_layer_n_slots if last and weights.last_layer_n_slots else weights.n_slots
         rows_b, rows_q, targets = [], [], []
         for b, window_gold in enumerate(gold):
             if len(window_gold) == 0:
@@ -74,7 +76,7 @@ def piqn_loss(
                     p_left[layer, b],
                     p_right[layer, b],
                     window_gold,
-                    weights.n_slots,
+                    n_slots,
                     weights.match_class_weight,
                     weights.match_boundary_weight,
                 )

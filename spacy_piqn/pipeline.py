@@ -4,7 +4,6 @@ Kept light on purpose: spaCy imports every factory entry point on each ``spacy.b
 torch-only modules (the loss, the nn.Modules) are imported where they are used.
 """
 
-import logging
 from dataclasses import asdict
 from itertools import islice
 from pathlib import Path
@@ -21,34 +20,19 @@ from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer, set_dropout_rate
 
 from .decoding import DECODING_MODES, decode_windows, filter_candidates
-from .errors import Errors, Warnings
+from .errors import Errors
 from .layers.piqn_model import PIQNOutput
 from .layers.torch_head import head_settings
 from .settings import DEFAULT_DECODING as DD
 from .settings import DEFAULT_LOSS as DL
 from .settings import LossSettings
-from .targets import window_targets
+from .targets import gold_spans, window_targets
 from .windows import Window
 
-logger = logging.getLogger("spacy_piqn")
-
+# The head's settings are left out: spaCy fills them from the builder's defaults (settings.py).
 DEFAULT_MODEL_CONFIG = """
 [model]
 @architectures = "spacy-piqn.PIQN.v1"
-hidden_width = 128
-n_queries = 30
-n_layers = 2
-n_heads = 8
-pointer = "softmax"
-anchor_strength = 8.0
-pointer_fusion = "bilinear"
-pointer_width = 64
-lstm_layers = 1
-dropout = 0.0
-classifier_dropout = 0.5
-query_interaction = true
-common_embedding = true
-mixed_precision = false
 
 [model.windows]
 @misc = "spacy-piqn.token_windows.v1"
@@ -113,6 +97,7 @@ def make_piqn(
     ordered_warmup_updates: int = 0,
     merge_nested_duplicates: bool = DD.merge_nested_duplicates,
     loss_dense_weight: float = DL.loss_dense_weight,
+    last_layer_n_slots: int = DL.last_layer_n_slots,
 ) -> "PIQN":
     """Create a PIQN entity recognizer.
 
@@ -124,6 +109,8 @@ def make_piqn(
         probabilities in the assignment cost.
     loss_class_weight / loss_boundary_weight (float): weights of the class CE and boundary BCE.
     loss_dense_weight (float): weight of the dense boundary head's BCE (models with ``dense_boundaries``).
+    last_layer_n_slots (int): Q of the last word-level layer, the one decoding reads (0: n_slots);
+        1 matches it one-to-one, so its spare queries learn "None" next to an entity.
     class_threshold (float): keep a query's entity only if its class probability is above this.
     boundary_threshold (float): ... and both boundary probabilities are above this.
     decoding (str): "nested" (drop spans crossing a better one, one label per span) or "flat"
@@ -157,6 +144,7 @@ def make_piqn(
         ordered_warmup_updates=ordered_warmup_updates,
         merge_nested_duplicates=merge_nested_duplicates,
         loss_dense_weight=loss_dense_weight,
+        last_layer_n_slots=last_layer_n_slots,
     )
 
 
@@ -188,6 +176,7 @@ class PIQN(TrainablePipe):
         ordered_warmup_updates: int = 0,
         merge_nested_duplicates: bool = DD.merge_nested_duplicates,
         loss_dense_weight: float = DL.loss_dense_weight,
+        last_layer_n_slots: int = DL.last_layer_n_slots,
     ) -> None:
         if decoding not in DECODING_MODES:
             raise ValueError(Errors.E004.format(modes=DECODING_MODES, value=decoding, name=name))
@@ -204,6 +193,7 @@ class PIQN(TrainablePipe):
             "loss_class_weight": loss_class_weight,
             "loss_boundary_weight": loss_boundary_weight,
             "loss_dense_weight": loss_dense_weight,
+            "last_layer_n_slots": last_layer_n_slots,
             "class_threshold": class_threshold,
             "boundary_threshold": boundary_threshold,
             "decoding": decoding,
@@ -239,7 +229,7 @@ class PIQN(TrainablePipe):
     def add_label(self, label: str) -> int:
         """Add a label before initialization. RETURNS (int): 0 if it was known, else 1."""
         if not isinstance(label, str):
-            raise ValueError(f"piqn labels must be strings, got {label!r}")
+            raise ValueError(Errors.E014.format(label=label, name=self.name))
         if label in self.labels:
             return 0
         if self._head.layers:
@@ -373,50 +363,13 @@ class PIQN(TrainablePipe):
         return float(loss.detach()), PIQNOutput(scores.windows, *grads)
 
     def _window_gold(self, examples: List[Example], windows: List[Window]) -> List[np.ndarray]:
-        """Gold (class id, left, right) per window, inclusive and window-relative
-        (``targets.window_targets``). Nested gold is read with overlap allowed; every gold span
-        the windows cannot use is reported, once per batch and reason."""
-        label_ids = {label: i + 1 for i, label in enumerate(self.labels)}
-        per_doc: List[np.ndarray] = []
-        n_unaligned = 0
-        for i, eg in enumerate(examples):
-            reference = list(eg.reference.spans.get(self.key, []))
-            aligned = eg.get_aligned_spans_y2x(reference, allow_overlap=True)
-            n_unaligned += len(reference) - len(aligned)
-            rows = []
-            for span in aligned:
-                if span.label_ not in label_ids:
-                    raise ValueError(
-                        Errors.E001.format(
-                            span=span.text,
-                            start=span.start,
-                            end=span.end,
-                            example=i,
-                            label=span.label_,
-                            name=self.name,
-                            labels=list(self.labels),
-                        )
-                    )
-                rows.append((label_ids[span.label_], span.start, span.end))
-            per_doc.append(np.asarray(rows, dtype=np.int64).reshape(-1, 3))
-        if n_unaligned:
-            logger.warning(Warnings.W003.format(n=n_unaligned))
-        gold, report = window_targets(per_doc, windows, head_settings(self._head).n_queries)
-        if report.crowded:
-            window, n_gold = report.crowded[0]
-            logger.warning(
-                Warnings.W001.format(
-                    n_windows=len(report.crowded),
-                    n_queries=head_settings(self._head).n_queries,
-                    n_dropped=report.n_over_capacity,
-                    doc=window.doc,
-                    start=window.start,
-                    end=window.end,
-                    n_gold=n_gold,
-                )
-            )
-        if report.n_outside:
-            logger.warning(Warnings.W002.format(n=report.n_outside))
+        """Gold (class id, left, right) per window, inclusive and window-relative; what the
+        windows cannot use is logged once per batch and reason (``targets``)."""
+        per_doc, n_unaligned = gold_spans(examples, self.key, self.labels, self.name)
+        n_queries = head_settings(self._head).n_queries
+        gold, report = window_targets(per_doc, windows, n_queries)
+        report.n_unaligned = n_unaligned
+        report.log(n_queries)
         return gold
 
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "PIQN":

@@ -14,6 +14,8 @@ from typing import Any, Dict, List, Optional, Union
 
 import numpy as np
 
+from .errors import Errors
+
 
 class SpanPredictor:
     """A Ray Data ``map_batches`` callable class: one loaded pipeline per actor (worker process)."""
@@ -70,7 +72,7 @@ def predict_jsonl_with_ray(
     import ray
 
     if workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
+        raise ValueError(Errors.E039.format(workers=workers))
     records: List[Dict[str, Any]] = []
     with open(input_path, encoding="utf8") as file:
         for i, line in enumerate(file):
@@ -79,9 +81,9 @@ def predict_jsonl_with_ray(
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as error:
-                raise ValueError(f"{input_path}:{i + 1}: not valid JSON ({error.msg})") from None
+                raise ValueError(Errors.E040.format(path=input_path, line=i + 1, reason=error.msg)) from None
             if not isinstance(record.get("tokens"), list) and not isinstance(record.get("text"), str):
-                raise ValueError(f"{input_path}:{i + 1}: needs a 'tokens' list or a 'text' string")
+                raise ValueError(Errors.E041.format(path=input_path, line=i + 1))
             row = {"id": str(record.get("id", i))}
             if isinstance(record.get("tokens"), list):
                 row["tokens"] = [str(t) for t in record["tokens"]]
@@ -89,7 +91,7 @@ def predict_jsonl_with_ray(
                 row["text"] = record["text"]
             records.append(row)
     if not records:
-        raise ValueError(f"{input_path}: no documents")
+        raise ValueError(Errors.E042.format(path=input_path))
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
     context = ray.data.DataContext.get_current()

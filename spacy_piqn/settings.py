@@ -11,6 +11,8 @@ them and the loss and decoding read them from the component's cfg.
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Dict, Mapping
 
+from .errors import Errors
+
 POINTERS = ("softmax", "sigmoid")
 FUSIONS = ("additive", "bilinear")
 
@@ -37,19 +39,19 @@ class HeadSettings:
 
     def __post_init__(self) -> None:
         if self.pointer not in POINTERS:
-            raise ValueError(f"pointer must be one of {POINTERS}, got {self.pointer!r}")
+            raise ValueError(Errors.E006.format(options=POINTERS, value=self.pointer))
         if self.pointer_fusion not in FUSIONS:
-            raise ValueError(f"pointer_fusion must be one of {FUSIONS}, got {self.pointer_fusion!r}")
+            raise ValueError(Errors.E007.format(options=FUSIONS, value=self.pointer_fusion))
         if self.anchor_strength < 0:
-            raise ValueError(f"anchor_strength must be >= 0, got {self.anchor_strength}")
+            raise ValueError(Errors.E008.format(value=self.anchor_strength))
         if self.width % 2:
-            raise ValueError(f"hidden_width must be even for the BiLSTM, got {self.width}")
+            raise ValueError(Errors.E009.format(width=self.width))
         if self.width % self.n_heads:
-            raise ValueError(f"hidden_width {self.width} is not divisible by n_heads {self.n_heads}")
+            raise ValueError(Errors.E010.format(width=self.width, n_heads=self.n_heads))
         if self.n_layers < 1:
-            raise ValueError("PIQN needs at least one word-level layer (n_layers >= 1)")
+            raise ValueError(Errors.E011.format(n_layers=self.n_layers))
         if self.n_queries < 1:
-            raise ValueError(f"n_queries must be >= 1, got {self.n_queries}")
+            raise ValueError(Errors.E012.format(n_queries=self.n_queries))
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -75,10 +77,15 @@ class LossSettings:
     loss_boundary_weight: float = 2.0
     # Weight of the dense boundary head's loss, where the head has one (HeadSettings.dense_boundaries).
     loss_dense_weight: float = 1.0
+    # Slots per gold entity's share on the last word-level layer, the one decoding reads (0: n_slots).
+    # 1 trains it one-to-one (DETR's matching): its spare queries learn "None" even next to an entity.
+    last_layer_n_slots: int = 0
 
     def __post_init__(self) -> None:
         if self.n_slots < 1:
-            raise ValueError(f"n_slots must be >= 1, got {self.n_slots}")
+            raise ValueError(Errors.E013.format(n_slots=self.n_slots))
+        if self.last_layer_n_slots < 0:
+            raise ValueError(Errors.E043.format(value=self.last_layer_n_slots))
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, Any]) -> "LossSettings":

@@ -1,16 +1,22 @@
-"""Gold spans → per-window training targets, and the count of what no window can use (numpy only).
+"""Gold spans → per-window training targets, and a report of what no window can use.
 
-The component reads gold spans from each example (with their label ids); this module cuts them
-into the windows the head predicts on and counts every span that cannot be trained on, so the
-component can report them once per batch instead of dropping them silently.
+Reads each example's gold spans (aligned to the predicted tokens, nested ones included), cuts
+them into the windows the head predicts on and counts every span that cannot be trained on, so
+the component reports them once per batch instead of dropping them silently. numpy and spaCy's
+``Example`` only: no torch.
 """
 
+import logging
 from dataclasses import dataclass, field
-from typing import List, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
+from spacy.training import Example
 
+from .errors import Errors, Warnings
 from .windows import Window
+
+logger = logging.getLogger("spacy_piqn")
 
 
 @dataclass
@@ -20,6 +26,59 @@ class TargetReport:
     n_outside: int = 0  # in no window (crossing a sentence, longer than the window overlap)
     n_over_capacity: int = 0  # beyond the M queries of a window (the assignment keeps the first M)
     crowded: List[Tuple[Window, int]] = field(default_factory=list)  # (window, its gold count)
+    n_unaligned: int = 0  # not aligned with the predicted tokens
+
+    def log(self, n_queries: int) -> None:
+        """One warning per reason for the whole batch (not per window), so a log stays readable."""
+        if self.crowded:
+            window, n_gold = self.crowded[0]
+            logger.warning(
+                Warnings.W001.format(
+                    n_windows=len(self.crowded),
+                    n_queries=n_queries,
+                    n_dropped=self.n_over_capacity,
+                    doc=window.doc,
+                    start=window.start,
+                    end=window.end,
+                    n_gold=n_gold,
+                )
+            )
+        if self.n_outside:
+            logger.warning(Warnings.W002.format(n=self.n_outside))
+        if self.n_unaligned:
+            logger.warning(Warnings.W003.format(n=self.n_unaligned))
+
+
+def gold_spans(
+    examples: Sequence[Example], spans_key: str, labels: Sequence[str], name: str
+) -> Tuple[List[np.ndarray], int]:
+    """Per example an int array (G, 3) of (class id, start, end), ids from 1 in ``labels`` order
+    (0 is "None"), with the number of gold spans that do not align with the predicted tokens.
+    An unknown label is an error (E001): the classifier has no output for it."""
+    label_ids: Dict[str, int] = {label: i + 1 for i, label in enumerate(labels)}
+    per_doc: List[np.ndarray] = []
+    n_unaligned = 0
+    for i, eg in enumerate(examples):
+        reference = list(eg.reference.spans.get(spans_key, []))
+        aligned = eg.get_aligned_spans_y2x(reference, allow_overlap=True)
+        n_unaligned += len(reference) - len(aligned)
+        rows = []
+        for span in aligned:
+            if span.label_ not in label_ids:
+                raise ValueError(
+                    Errors.E001.format(
+                        span=span.text,
+                        start=span.start,
+                        end=span.end,
+                        example=i,
+                        label=span.label_,
+                        name=name,
+                        labels=list(labels),
+                    )
+                )
+            rows.append((label_ids[span.label_], span.start, span.end))
+        per_doc.append(np.asarray(rows, dtype=np.int64).reshape(-1, 3))
+    return per_doc, n_unaligned
 
 
 def window_targets(

@@ -6,6 +6,8 @@ from typing import Callable, List, NamedTuple
 from spacy.tokens import Doc
 from spacy.util import registry
 
+from .errors import Errors
+
 
 class Window(NamedTuple):
     """Tokens [start, end) of docs[doc]."""
@@ -40,7 +42,7 @@ def configure_token_windows(size: int = 128, stride: int = 96, use_sents: bool =
         predicted; training logs how many gold spans that leaves out.
     """
     if not 0 < stride <= size:
-        raise ValueError(f"token_windows needs 0 < stride <= size, got stride={stride}, size={size}")
+        raise ValueError(Errors.E016.format(stride=stride, size=size))
 
     def get_windows(docs: List[Doc]) -> List[Window]:
         windows = []

@@ -370,7 +370,7 @@ def test_skip_invalid_column_sentence(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="spacy_piqn"):
         report = convert(source, tmp_path / "out.spacy", tag_cols=1, skip_invalid=True)
     assert (report["docs_read"], report["skipped"], report["docs_written"], report["entities_written"]) == (3, 1, 2, 2)
-    assert f"skipped {source}:3: unknown tag 'X-DNA'" in caplog.text
+    assert f"skipped {source}:3: [E121] unknown tag 'X-DNA'" in caplog.text
 
 
 def test_consistency_check_raises_on_mismatch(tmp_path, monkeypatch):
@@ -394,8 +394,8 @@ def test_cli_convert_prints_report(tmp_path):
 @pytest.mark.parametrize(
     "lines, extra, message",
     [
-        ([GOOD, "{"], [], "bad.jsonl:2: invalid JSON"),
-        ([json.dumps(NESTED)], ["--labels", "protein"], "bad.jsonl:1: entity 1: label 'DNA' is not one of"),
+        ([GOOD, "{"], [], "bad.jsonl:2: [E116] invalid JSON"),
+        ([json.dumps(NESTED)], ["--labels", "protein"], "bad.jsonl:1: [E103] entity 1: label 'DNA' is not one of"),
         ([GOOD], ["--format", "xml"], "unknown format 'xml'"),
         ([GOOD], ["--n-sents", "0"], "n_sents must be at least 1"),
         ([GOOD], ["--lang", "zz-nope"], "unknown language code 'zz-nope'"),
@@ -417,7 +417,7 @@ def test_cli_skip_invalid_reports_skips(tmp_path):
     assert [line.split() for line in result.stdout.splitlines() if line.strip().startswith("skipped")] == [
         ["skipped", "1"]
     ]
-    assert f"WARNING: skipped {source}:2: invalid JSON" in result.stderr
+    assert f"WARNING: skipped {source}:2: [E116] invalid JSON" in result.stderr
 
 
 def test_cli_missing_input(tmp_path):
@@ -438,9 +438,9 @@ def test_python_m_entry_point_and_no_pipeline_import(tmp_path, monkeypatch, caps
         "import spacy_piqn.convert; print(sorted(m for m in sys.modules if m.startswith('spacy_piqn')))"
     )
     imported = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True)
-    assert imported.stdout.splitlines() == [
-        "['spacy_piqn', 'spacy_piqn.cli'] False",
-        "['spacy_piqn', 'spacy_piqn.cli', 'spacy_piqn.convert']",
+    assert imported.stdout.splitlines() == [  # errors.py is the message catalogue, which imports nothing
+        "['spacy_piqn', 'spacy_piqn.cli', 'spacy_piqn.errors'] False",
+        "['spacy_piqn', 'spacy_piqn.cli', 'spacy_piqn.convert', 'spacy_piqn.errors']",
     ]
     # The `-m` entry point, run in-process (a fresh interpreter would spend seconds importing spaCy again).
     out = tmp_path / "dev.spacy"

@@ -110,9 +110,9 @@ def test_incompatible_transformers_is_a_one_line_fix(monkeypatch, capsys, tmp_pa
     captured = capsys.readouterr()
     version = metadata.version("transformers")
     assert captured.err.splitlines() == [
-        f"error: spacy-transformers {metadata.version('spacy-transformers')} cannot import transformers {version} "
-        "(cannot import name 'BatchEncoding' from 'transformers.tokenization_utils'); spaCy imports it for every "
-        "pipeline, so no command can run.",
+        f"error: [E210] spacy-transformers {metadata.version('spacy-transformers')} cannot import transformers "
+        f"{version} (cannot import name 'BatchEncoding' from 'transformers.tokenization_utils'); spaCy imports it "
+        "for every pipeline, so no command can run.",
         'fix: pip install "transformers>=4.30,<4.53.3"',
     ]
     assert not out.exists()

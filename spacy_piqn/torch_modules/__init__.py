@@ -1,3 +1,4 @@
-"""Plain PyTorch modules (torch only, no spaCy or thinc): the head, the query-carrying encoder, subword pooling.
+"""Plain PyTorch modules (torch only, no spaCy or thinc): the head, the query transformer (queries
+inside a pretrained encoder), subword pooling.
 
 ``spacy_piqn/layers/`` wraps them as thinc layers for spaCy."""

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence, pad_sequence
 
+from ..errors import Errors
 from ..settings import DEFAULT_HEAD, HeadSettings
 from .common import in_input_order, length_groups
 
@@ -75,7 +76,7 @@ class OneWayLayer(nn.Module):
     def __init__(self, width: int, n_heads: int, dropout: float, query_interaction: bool):
         super().__init__()
         if width % n_heads:
-            raise ValueError(f"hidden width {width} is not divisible by n_heads {n_heads}")
+            raise ValueError(Errors.E010.format(width=width, n_heads=n_heads))
         self.n_heads = n_heads
         self.query_interaction = query_interaction
         self.q = nn.Linear(width, width)
@@ -294,7 +295,7 @@ class PIQNHead(nn.Module):
         content, position = self.queries()
         if self.query_in is not None:
             if queries is None:
-                raise ValueError("This PIQN head takes its query states from the encoder, and got none")
+                raise ValueError(Errors.E038.format(query_in=self.query_in.in_features))
             state = self.query_in(torch.stack(queries))
         else:
             assert content is not None  # learned whenever there is no query_in

@@ -13,6 +13,8 @@ from typing import List, Sequence, Tuple
 
 import torch
 
+from ..errors import Errors
+
 # (left context words, window words, right context words) of one window.
 ContextWindow = Tuple[Sequence[str], Sequence[str], Sequence[str]]
 
@@ -25,7 +27,7 @@ class EncodedBatch:
         tokenizer's pad id / 0 / 0.
     word_index: (B, T) long. For a subword of window word j this is j; for [CLS], [SEP],
         context subwords and padding it is -1. This is the pooling spec that
-        ``QueryEncoder.forward`` turns into one flat ``scatter_reduce`` index. A word with no
+        ``QueryTransformer.forward`` turns into one flat ``scatter_reduce`` index. A word with no
         subwords simply never appears here, and pools to zeros.
     n_words: (B,) long, the number of window words per window (n = n_words.max()).
     context_kept: per window, how many (left, right) context words made it into the
@@ -62,10 +64,10 @@ def encode_windows(
         Byte-level BPE tokenizers (RoBERTa) must be loaded with ``add_prefix_space=True``.
     windows: (left_context_words, words, right_context_words) per window.
     max_length: the longest sequence, special tokens included; use at most the model's limit
-        (``QueryEncoder.max_length``).
+        (``QueryTransformer.max_length``).
     segment_ids: give window subwords token type 1 (context and special tokens get 0), as the
         official BERT setup does. Only for models with ``type_vocab_size > 1``
-        (``QueryEncoder.uses_segment_ids``); RoBERTa has a single token type.
+        (``QueryTransformer.uses_segment_ids``); RoBERTa has a single token type.
 
     If a window does not fit, its context is trimmed: context words are added nearest-first,
     always to the side that so far holds fewer context subwords, until the next word would
@@ -75,7 +77,7 @@ def encode_windows(
     _check_tokenizer(tokenizer)
     budget = max_length - 2
     if budget < 1:
-        raise ValueError(f"max_length must be at least 3 (2 special tokens and 1 subword), got {max_length}")
+        raise ValueError(Errors.E027.format(max_length=max_length))
     # Each side is cut to the ``max_length`` nearest words before tokenizing, so a whole-doc
     # context costs no more than this. Only words with zero subwords could have fit beyond it.
     lefts = [list(left)[-max_length:] for left, _, _ in windows]
@@ -85,7 +87,7 @@ def encode_windows(
     for i, words in enumerate(word_lists):
         for word in words:
             if not isinstance(word, str):
-                raise TypeError(f"window {i}: words must be str, got {type(word).__name__}: {word!r}")
+                raise TypeError(Errors.E028.format(window=i, type=type(word).__name__, word=word))
     encoded = tokenizer(word_lists, is_split_into_words=True, add_special_tokens=False, verbose=False)
 
     rows: List[Tuple[List[int], List[int], List[int]]] = []
@@ -103,11 +105,7 @@ def encode_windows(
         right_counts = counts[n_left + n_mid :]
         n_mid_sub = sum(mid_counts)
         if n_mid_sub > budget:
-            raise ValueError(
-                f"Window {i} has {n_mid} words that make {n_mid_sub} subwords, more than "
-                f"max_length - 2 = {budget} (2 for the special tokens). Use smaller windows "
-                "(fewer tokens per window) so every window fits the transformer."
-            )
+            raise ValueError(Errors.E029.format(window=i, n_words=n_mid, n_subwords=n_mid_sub, budget=budget))
         keep_left, keep_right = _fit_context(left_counts, right_counts, budget - n_mid_sub)
         left_sub = sum(left_counts[n_left - keep_left :])
         right_sub = sum(right_counts[:keep_right])
@@ -127,25 +125,15 @@ def encode_windows(
 
 def _check_tokenizer(tokenizer) -> None:
     if not getattr(tokenizer, "is_fast", False):
-        raise ValueError(
-            f"{type(tokenizer).__name__} is a slow tokenizer; spacy-piqn needs a fast one for "
-            "word alignment. Load it with AutoTokenizer.from_pretrained(..., use_fast=True)."
-        )
+        raise ValueError(Errors.E030.format(tokenizer=type(tokenizer).__name__))
     for name in ("cls_token_id", "sep_token_id", "pad_token_id"):
         if getattr(tokenizer, name, None) is None:
-            raise ValueError(
-                f"{type(tokenizer).__name__} has no {name[:-3]}; spacy-piqn needs "
-                "[CLS]/[SEP]/[PAD]-style special tokens (<s>, </s>, <pad> for RoBERTa)."
-            )
+            raise ValueError(Errors.E031.format(tokenizer=type(tokenizer).__name__, token=name[:-3]))
     if _byte_level_without_prefix_space(tokenizer):
         # Byte-level BPE folds the space before a word into its first subword ("Ġword").
         # Pre-tokenized words carry no spaces, so without a prefix space every word would be
         # encoded as if glued to the previous one, giving subwords the model rarely saw.
-        raise ValueError(
-            f"{type(tokenizer).__name__} uses byte-level BPE without add_prefix_space. "
-            "Pre-tokenized words need it: load the tokenizer with "
-            "AutoTokenizer.from_pretrained(name, add_prefix_space=True)."
-        )
+        raise ValueError(Errors.E032.format(tokenizer=type(tokenizer).__name__))
 
 
 def _byte_level_without_prefix_space(tokenizer) -> bool:

@@ -20,7 +20,7 @@ from transformers import (
     RobertaTokenizerFast,
 )
 
-from spacy_piqn.torch_modules.query_encoder import QueryEncoder, max_pool_words
+from spacy_piqn.torch_modules.query_transformer import QueryTransformer, max_pool_words
 from spacy_piqn.torch_modules.subwords import encode_windows
 
 ZERO_WIDTH = "\u200b"
@@ -73,9 +73,9 @@ def tiny_model(kind: str, vocab_size: int, seed: int = 0):
     raise ValueError(kind)
 
 
-def make_encoder(model, n_queries=6, **kwargs) -> QueryEncoder:
+def make_encoder(model, n_queries=6, **kwargs) -> QueryTransformer:
     torch.manual_seed(1)
-    return QueryEncoder(model, n_queries, **kwargs).eval()
+    return QueryTransformer(model, n_queries, **kwargs).eval()
 
 
 def windows_for_tests():
@@ -377,4 +377,4 @@ def test_empty_windows(bert_tokenizer):
 def test_unsupported_models_are_named():
     gpt2 = GPT2Model(GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=50, n_positions=64))
     with pytest.raises(ValueError, match="BertModel, RobertaModel, ElectraModel"):
-        QueryEncoder(gpt2, 4)
+        QueryTransformer(gpt2, 4)

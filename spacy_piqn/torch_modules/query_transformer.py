@@ -16,12 +16,13 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
+from ..errors import Errors
 from .common import in_input_order, length_groups
 
 SUPPORTED_MODELS = ("BertModel", "RobertaModel", "ElectraModel")
 
 
-class QueryEncoder(nn.Module):
+class QueryTransformer(nn.Module):
     """A pretrained transformer that also encodes M learnable instance queries.
 
     hf_model: a loaded ``BertModel``, ``RobertaModel`` or ``ElectraModel`` (the base model,
@@ -52,7 +53,7 @@ class QueryEncoder(nn.Module):
         super().__init__()
         _check_model(hf_model)
         if n_queries < 1:
-            raise ValueError(f"QueryEncoder needs at least one query, got n_queries={n_queries}")
+            raise ValueError(Errors.E033.format(n_queries=n_queries))
         config = hf_model.config
         width = config.hidden_size
         reference = next(hf_model.parameters())
@@ -156,8 +157,7 @@ class QueryEncoder(nn.Module):
         batch, length = input_ids.shape
         if length > self.max_length:
             raise ValueError(
-                f"Got {length} subwords per window but {type(self.transformer).__name__} has "
-                f"positions for {self.max_length}; encode with max_length <= {self.max_length}."
+                Errors.E034.format(length=length, model=type(self.transformer).__name__, max_length=self.max_length)
             )
         frozen = self.freeze_transformer
         # (B, 1, 1, T): True where a key is a real subword; broadcast over heads and rows.
@@ -254,19 +254,10 @@ def _supported_classes() -> tuple:
 
 def _check_model(hf_model) -> None:
     if not isinstance(hf_model, _supported_classes()):
-        raise ValueError(
-            f"QueryEncoder supports {', '.join(SUPPORTED_MODELS)} (the base model, e.g. "
-            f"AutoModel.from_pretrained(...)); got {type(hf_model).__name__}."
-        )
+        raise ValueError(Errors.E035.format(supported=", ".join(SUPPORTED_MODELS), model=type(hf_model).__name__))
     config = hf_model.config
     if getattr(config, "is_decoder", False):
-        raise ValueError(
-            f"QueryEncoder needs a bidirectional encoder; {type(hf_model).__name__} "
-            "was configured with is_decoder=True."
-        )
+        raise ValueError(Errors.E036.format(model=type(hf_model).__name__))
     position_type = getattr(config, "position_embedding_type", "absolute")
     if position_type != "absolute":
-        raise ValueError(
-            f"QueryEncoder supports absolute position embeddings only; the model's config has "
-            f"position_embedding_type={position_type!r}."
-        )
+        raise ValueError(Errors.E037.format(position_type=position_type))
