@@ -14,7 +14,7 @@ import numpy as np
 from spacy.language import Language
 from spacy.tokens import Doc
 
-from .decoding import filter_candidates, query_spans
+from .decoding import keep_candidates, query_spans
 
 POSITION_BINS = 10  # relative left-boundary position in the window, [0, 1) in tenths
 MAX_LENGTH = 10  # span lengths 1..9 and "10 or more"
@@ -46,7 +46,6 @@ def query_predictions(
     """Every query's prediction on ``docs`` (with the component's own thresholds and decoding)."""
     pipe = nlp.get_pipe(pipe_name)
     docs = annotate_before(nlp, docs, pipe_name)
-    merge = pipe.cfg["merge_nested_duplicates"]
     records: List[QueryPrediction] = []
     for i in range(0, len(docs), batch_size):
         batch = docs[i : i + batch_size]
@@ -80,9 +79,7 @@ def query_predictions(
                 continue
             arr = np.asarray(found, dtype=np.float64)
             starts, ends, types = arr[:, 5].astype(int), arr[:, 6].astype(int), arr[:, 1].astype(int)
-            kept = set(
-                filter_candidates(starts, ends, arr[:, 4], pipe.cfg["decoding"], types if merge else None).tolist()
-            )
+            kept = set(keep_candidates(starts, ends, types, arr[:, 4], pipe.cfg).tolist())
             for j, (q, label, rel, length, score, _, _) in enumerate(found):
                 records.append(QueryPrediction(int(q), int(label), float(rel), int(length), float(score), j in kept))
     return records

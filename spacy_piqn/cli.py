@@ -296,7 +296,7 @@ def visualize_command(
     typer.echo(f"Rendered {len(predicted)} docs ({n_spans} predicted spans under {spans_key!r}) to {output}")
 
 
-THRESHOLD_KEYS = ("class_threshold", "boundary_threshold")
+THRESHOLD_KEYS = ("class_threshold", "boundary_threshold", "merge_keep_ratio")
 
 
 @app.command("find-threshold")
@@ -307,7 +307,7 @@ def find_threshold_command(
         Path | None, typer.Option("--output", "-o", help="Save the pipeline with the best value here.")
     ] = None,
     threshold_key: Annotated[
-        str, typer.Option("--key", "-k", help="class_threshold or boundary_threshold.")
+        str, typer.Option("--key", "-k", help="class_threshold, boundary_threshold or merge_keep_ratio.")
     ] = "class_threshold",
     n_trials: Annotated[int, typer.Option("--n-trials", "-n", help="Values tried, evenly from 0 to 0.95.")] = 20,
     pipe_name: Annotated[str, typer.Option("--pipe", help="Name of the piqn component.")] = "piqn",
@@ -353,7 +353,8 @@ def find_threshold_command(
     typer.echo(f"Best {threshold_key}: {best} ({scores_key} {results[best] * 100:.2f}; was {original})")
     if output is not None:
         pipe.cfg[threshold_key] = best
-        nlp.config["components"][pipe_name][threshold_key] = best
+        # get_pipe_config is the stored config; nlp.config["components"] is rebuilt on each access.
+        nlp.get_pipe_config(pipe_name)[threshold_key] = best
         nlp.to_disk(output)
         typer.echo(f"Saved the pipeline with {threshold_key} = {best} to {output}")
 

@@ -8,7 +8,7 @@ Candidates are ranked by score and filtered: ``nested`` drops spans crossing a k
 keeps one label per span, ``flat`` keeps no overlaps at all.
 """
 
-from typing import List, Sequence, Tuple
+from typing import Any, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
@@ -87,21 +87,31 @@ def decode_windows(
     return [tuple(np.concatenate(part) for part in zip(*parts)) if parts else empty for parts in found]  # type: ignore[misc]
 
 
+def keep_candidates(
+    starts: np.ndarray, ends: np.ndarray, types: np.ndarray, scores: np.ndarray, cfg: Mapping[str, Any]
+) -> np.ndarray:
+    """``filter_candidates`` with a component's decoding settings (``DecodingSettings`` keys in its cfg)."""
+    merge = cfg["merge_nested_duplicates"]
+    return filter_candidates(starts, ends, scores, cfg["decoding"], types if merge else None, cfg["merge_keep_ratio"])
+
+
 def filter_candidates(
     starts: np.ndarray,
     ends: np.ndarray,
     scores: np.ndarray,
     mode: str = "nested",
     types: np.ndarray = None,
+    keep_ratio: float = 2.0,
 ) -> np.ndarray:
     """Indices of the candidates to keep, best score first.
 
     nested: a candidate is dropped if it crosses a kept span (partial overlap, sharing a word
     counts) or has the same boundaries as one; nesting survives. With ``types`` given, a
     candidate nested in (or around) a kept span of the same type that shares its left or right
-    boundary is dropped too: several of PIQN's queries learn each entity (one-to-many
-    assignment), and their near misses look exactly like that (a GENIA PIQN gained 3-5 F,
-    while only 4.3% of GENIA's gold spans are such nests; bench/RESULTS.md).
+    boundary is dropped too, unless its score is at least ``keep_ratio`` times that span's
+    (> 1: always dropped): several of PIQN's queries learn each entity (one-to-many
+    assignment), and their near misses look exactly like that, with lower scores; a real
+    same-label nest scores about as high as its parent (bench/RESULTS.md).
     flat: dropped on any overlap.
     """
     if mode not in DECODING_MODES:
@@ -111,6 +121,7 @@ def filter_candidates(
     kept_starts = np.zeros((len(order),), dtype=np.int64)
     kept_ends = np.zeros((len(order),), dtype=np.int64)
     kept_types = np.zeros((len(order),), dtype=np.int64)
+    kept_scores = np.zeros((len(order),), dtype=np.float64)
     for i in order:
         s, e = starts[i], ends[i]
         n = len(kept)
@@ -125,10 +136,12 @@ def filter_candidates(
             clash = (overlap & ~inside & ~contains) | same
             if types is not None:
                 shares_boundary = (ks == s) | (ke == e)
-                clash |= (inside | contains) & shares_boundary & (kept_types[:n] == types[i])
+                weaker = scores[i] < keep_ratio * kept_scores[:n]
+                clash |= (inside | contains) & shares_boundary & (kept_types[:n] == types[i]) & weaker
         if not clash.any():
             kept_starts[n] = s
             kept_ends[n] = e
+            kept_scores[n] = scores[i]
             if types is not None:
                 kept_types[n] = types[i]
             kept.append(i)

@@ -137,6 +137,7 @@ class Errors:
     E042 = "[E042] {path}: no documents (every line is blank)."
     # settings.py (LossSettings), added later
     E043 = "[E043] last_layer_n_slots must be >= 0 (0: n_slots), got {value}."
+    E044 = "[E044] Unknown piqn component setting(s) {names}; the settings are {known}."
 
     # -----------------------------------------------------------------------------------------------------
     # E100-E199: convert.py. The reasons of invalid records (E101-E122) become ConversionError's reason,

@@ -19,13 +19,13 @@ from spacy.training import Example, validate_examples, validate_get_examples
 from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer, set_dropout_rate
 
-from .decoding import DECODING_MODES, decode_windows, filter_candidates
+from .decoding import DECODING_MODES, decode_windows, filter_candidates, keep_candidates
 from .errors import Errors
 from .layers.piqn_model import PIQNOutput
 from .layers.torch_head import head_settings
 from .settings import DEFAULT_DECODING as DD
 from .settings import DEFAULT_LOSS as DL
-from .settings import LossSettings
+from .settings import LossSettings, component_settings
 from .targets import gold_spans, window_targets
 from .windows import Window
 
@@ -96,6 +96,7 @@ def make_piqn(
     scorer: Optional[Callable],
     ordered_warmup_updates: int = 0,
     merge_nested_duplicates: bool = DD.merge_nested_duplicates,
+    merge_keep_ratio: float = DD.merge_keep_ratio,
     loss_dense_weight: float = DL.loss_dense_weight,
     last_layer_n_slots: int = DL.last_layer_n_slots,
 ) -> "PIQN":
@@ -118,6 +119,8 @@ def make_piqn(
     merge_nested_duplicates (bool): with "nested" decoding, also drop a span nested in (or
         around) a better one of the same label with which it shares a boundary: the near misses
         of PIQN's several queries per entity look like that.
+    merge_keep_ratio (float): ... unless its score is at least this fraction of the better span's
+        (real nests score about as high as their parent, near misses lower); > 1: always drop.
     set_ents (bool): also write a non-overlapping selection (best score first) to ``doc.ents``,
         replacing what was there.
     scorer (Optional[Callable]): defaults to ``spacy-piqn.piqn_scorer.v1``.
@@ -126,26 +129,9 @@ def make_piqn(
         ``ordered_assignment``) instead of by Hungarian matching, so fresh queries specialize
         instead of collapsing onto one entity. 0: Hungarian from the start, as in PIQN.
     """
-    return PIQN(
-        nlp.vocab,
-        model,
-        name,
-        spans_key=spans_key,
-        n_slots=n_slots,
-        match_class_weight=match_class_weight,
-        match_boundary_weight=match_boundary_weight,
-        loss_class_weight=loss_class_weight,
-        loss_boundary_weight=loss_boundary_weight,
-        class_threshold=class_threshold,
-        boundary_threshold=boundary_threshold,
-        decoding=decoding,
-        set_ents=set_ents,
-        scorer=scorer,
-        ordered_warmup_updates=ordered_warmup_updates,
-        merge_nested_duplicates=merge_nested_duplicates,
-        loss_dense_weight=loss_dense_weight,
-        last_layer_n_slots=last_layer_n_slots,
-    )
+    # Everything but the framework's arguments goes to the component as its settings.
+    settings = {key: value for key, value in locals().items() if key not in ("nlp", "name", "model", "scorer")}
+    return PIQN(nlp.vocab, model, name, scorer=scorer, **settings)
 
 
 class PIQN(TrainablePipe):
@@ -163,23 +149,15 @@ class PIQN(TrainablePipe):
         name: str = "piqn",
         *,
         spans_key: str = "sc",
-        n_slots: int = DL.n_slots,
-        match_class_weight: float = DL.match_class_weight,
-        match_boundary_weight: float = DL.match_boundary_weight,
-        loss_class_weight: float = DL.loss_class_weight,
-        loss_boundary_weight: float = DL.loss_boundary_weight,
-        class_threshold: float = DD.class_threshold,
-        boundary_threshold: float = DD.boundary_threshold,
-        decoding: str = DD.decoding,
-        set_ents: bool = DD.set_ents,
         scorer: Optional[Callable] = None,
         ordered_warmup_updates: int = 0,
-        merge_nested_duplicates: bool = DD.merge_nested_duplicates,
-        loss_dense_weight: float = DL.loss_dense_weight,
-        last_layer_n_slots: int = DL.last_layer_n_slots,
+        **settings: Any,
     ) -> None:
-        if decoding not in DECODING_MODES:
-            raise ValueError(Errors.E004.format(modes=DECODING_MODES, value=decoding, name=name))
+        """settings: fields of ``LossSettings`` and ``DecodingSettings``; those left out take
+        their defaults (the factory passes all of them, from its config)."""
+        loss, decoding = component_settings(settings)
+        if decoding.decoding not in DECODING_MODES:
+            raise ValueError(Errors.E004.format(modes=DECODING_MODES, value=decoding.decoding, name=name))
         self.vocab = vocab
         self.model = model
         self.name = name
@@ -187,18 +165,8 @@ class PIQN(TrainablePipe):
         self.cfg: Dict[str, Any] = {
             "labels": [],
             "spans_key": spans_key,
-            "n_slots": n_slots,
-            "match_class_weight": match_class_weight,
-            "match_boundary_weight": match_boundary_weight,
-            "loss_class_weight": loss_class_weight,
-            "loss_boundary_weight": loss_boundary_weight,
-            "loss_dense_weight": loss_dense_weight,
-            "last_layer_n_slots": last_layer_n_slots,
-            "class_threshold": class_threshold,
-            "boundary_threshold": boundary_threshold,
-            "decoding": decoding,
-            "merge_nested_duplicates": merge_nested_duplicates,
-            "set_ents": set_ents,
+            **asdict(loss),
+            **asdict(decoding),
             "ordered_warmup_updates": ordered_warmup_updates,
             "nI": None,
         }
@@ -295,8 +263,7 @@ class PIQN(TrainablePipe):
     def _write_spans(
         self, doc: Doc, starts: np.ndarray, ends: np.ndarray, types: np.ndarray, probs: np.ndarray
     ) -> None:
-        merge = self.cfg["merge_nested_duplicates"]
-        keep = filter_candidates(starts, ends, probs, self.cfg["decoding"], types if merge else None)
+        keep = keep_candidates(starts, ends, types, probs, self.cfg)
         # Sorted by position, like the gold groups the converter writes.
         keep = keep[np.lexsort((ends[keep], starts[keep]))] if len(keep) else keep
         labels = self.labels

@@ -9,7 +9,7 @@ them and the loss and decoding read them from the component's cfg.
 """
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, Mapping, Tuple
 
 from .errors import Errors
 
@@ -101,8 +101,22 @@ class DecodingSettings:
     boundary_threshold: float = 0.0
     decoding: str = "nested"
     merge_nested_duplicates: bool = True
+    merge_keep_ratio: float = 0.9
     set_ents: bool = False
 
 
 DEFAULT_LOSS = LossSettings()
 DEFAULT_DECODING = DecodingSettings()
+
+
+def component_settings(values: Mapping[str, Any]) -> Tuple[LossSettings, DecodingSettings]:
+    """The component's settings from keyword arguments (missing ones take their defaults); a
+    name that is neither a loss nor a decoding setting is an error."""
+    loss_names = {f.name for f in fields(LossSettings)}
+    decoding_names = {f.name for f in fields(DecodingSettings)}
+    unknown = sorted(set(values) - loss_names - decoding_names)
+    if unknown:
+        raise TypeError(Errors.E044.format(names=unknown, known=sorted(loss_names | decoding_names)))
+    loss = LossSettings(**{k: v for k, v in values.items() if k in loss_names})
+    decoding = DecodingSettings(**{k: v for k, v in values.items() if k in decoding_names})
+    return loss, decoding

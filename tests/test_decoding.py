@@ -67,6 +67,16 @@ def test_same_type_nests_sharing_a_boundary_are_merged_when_types_are_given():
     assert kept.tolist() == [1, 2, 3]
 
 
+def test_a_same_type_nest_scoring_close_to_its_parent_survives_the_merge():
+    # (0,3) A shares the start of the better (0,4) A: kept when it scores at least keep_ratio
+    # times as high (a real nest), dropped below that (a near miss).
+    starts, ends, types = np.array([0, 0]), np.array([4, 3]), np.array([1, 1])
+    scores = np.array([0.9, 0.8])
+    assert filter_candidates(starts, ends, scores, "nested", types, keep_ratio=0.85).tolist() == [0, 1]
+    assert filter_candidates(starts, ends, scores, "nested", types, keep_ratio=0.9).tolist() == [0]
+    assert filter_candidates(starts, ends, scores, "nested", types, keep_ratio=2.0).tolist() == [0]
+
+
 def test_decode_windows_puts_candidates_in_doc_coordinates():
     from spacy_piqn.windows import Window
 

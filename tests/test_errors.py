@@ -59,3 +59,12 @@ def test_bad_decoding_mode():
 def test_token_windows_stride_larger_than_size():
     with pytest.raises(ValueError, match=r"^\[E016\] token_windows needs 0 < stride <= size, got stride=8, size=4"):
         configure_token_windows(size=4, stride=8)
+
+
+def test_unknown_component_setting_is_named():
+    import spacy
+
+    nlp = spacy.blank("en")
+    piqn = nlp.add_pipe("piqn")
+    with pytest.raises(TypeError, match=r"\[E044\].*'n_slot'"):
+        type(piqn)(nlp.vocab, piqn.model, n_slot=3)
