@@ -111,7 +111,8 @@ def make_piqn(
     loss_class_weight / loss_boundary_weight (float): weights of the class CE and boundary BCE.
     loss_dense_weight (float): weight of the dense boundary head's BCE (models with ``dense_boundaries``).
     last_layer_n_slots (int): Q of the last word-level layer, the one decoding reads (0: n_slots);
-        1 matches it one-to-one, so its spare queries learn "None" next to an entity.
+        1 matches it one-to-one, so its spare queries learn "None" next to an entity (it learned
+        slower on GENIA, bench/RESULTS.md; off by default).
     class_threshold (float): keep a query's entity only if its class probability is above this.
     boundary_threshold (float): ... and both boundary probabilities are above this.
     decoding (str): "nested" (drop spans crossing a better one, one label per span) or "flat"
