@@ -90,7 +90,7 @@ class LossSettings:
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, Any]) -> "LossSettings":
         """The settings held in a component's cfg (keys it lacks take their defaults)."""
-        return cls(**{f.name: cfg[f.name] for f in fields(cls) if f.name in cfg})
+        return cls(**_fields_of(cls, cfg))
 
 
 @dataclass(frozen=True)
@@ -117,6 +117,9 @@ def component_settings(values: Mapping[str, Any]) -> Tuple[LossSettings, Decodin
     unknown = sorted(set(values) - loss_names - decoding_names)
     if unknown:
         raise TypeError(Errors.E044.format(names=unknown, known=sorted(loss_names | decoding_names)))
-    loss = LossSettings(**{k: v for k, v in values.items() if k in loss_names})
-    decoding = DecodingSettings(**{k: v for k, v in values.items() if k in decoding_names})
-    return loss, decoding
+    return LossSettings.from_cfg(values), DecodingSettings(**_fields_of(DecodingSettings, values))
+
+
+def _fields_of(cls: type, values: Mapping[str, Any]) -> Dict[str, Any]:
+    """The entries of ``values`` that are fields of the dataclass ``cls``."""
+    return {f.name: values[f.name] for f in fields(cls) if f.name in values}
