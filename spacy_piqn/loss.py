@@ -106,11 +106,33 @@ def piqn_loss(
                     bce = F.binary_cross_entropy_with_logits(matched, onehot, reduction="none")
                     boundary = boundary + (bce * mask).sum()
             loss = loss + weights.loss_boundary_weight * boundary / n_matched
-        ce = F.cross_entropy(
-            classes[layer].reshape(-1, n_classes).float(), class_target.reshape(-1), weight=class_weights
-        )
+        flat_target = class_target.reshape(-1)
+        log_p = F.log_softmax(classes[layer].reshape(-1, n_classes).float(), -1)
+        soft = F.one_hot(flat_target, n_classes).float()
+        if n_matched and weights.iou_class_target:
+            keep = 1.0 - weights.iou_class_target * (1.0 - span_iou(left[layer], right[layer], b_idx, q_idx, target))
+            rows = b_idx * n_queries + q_idx
+            soft[rows, target[:, 0]] = keep
+            soft[rows, 0] = 1.0 - keep
+        # Weighted mean as F.cross_entropy's with class weights (hard targets give exactly that).
+        ce = -(soft * class_weights * log_p).sum() / class_weights[flat_target].sum()
         total = total + loss + weights.loss_class_weight * ce
     return total
+
+
+def span_iou(
+    left: torch.Tensor, right: torch.Tensor, b_idx: torch.Tensor, q_idx: torch.Tensor, target: torch.Tensor
+) -> torch.Tensor:
+    """Word IoU (no gradient) of each matched query's argmax span with its gold (class, left,
+    right); 0 where the predicted left boundary lies after the right one."""
+    with torch.no_grad():
+        pred_left = left[b_idx, q_idx].argmax(-1)
+        pred_right = right[b_idx, q_idx].argmax(-1)
+        gold_left, gold_right = target[:, 1], target[:, 2]
+        inter = (torch.minimum(pred_right, gold_right) - torch.maximum(pred_left, gold_left) + 1).clamp(min=0)
+        union = torch.maximum(pred_right, gold_right) - torch.minimum(pred_left, gold_left) + 1
+        iou = inter.float() / union.float()
+        return torch.where(pred_left <= pred_right, iou, torch.zeros_like(iou))
 
 
 def dense_boundary_loss(dense: torch.Tensor, lengths: Sequence[int], gold: List[np.ndarray]) -> torch.Tensor:

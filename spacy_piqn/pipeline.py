@@ -99,6 +99,7 @@ def make_piqn(
     merge_keep_ratio: float = DD.merge_keep_ratio,
     loss_dense_weight: float = DL.loss_dense_weight,
     last_layer_n_slots: int = DL.last_layer_n_slots,
+    iou_class_target: float = DL.iou_class_target,
 ) -> "PIQN":
     """Create a PIQN entity recognizer.
 
@@ -113,6 +114,9 @@ def make_piqn(
     last_layer_n_slots (int): Q of the last word-level layer, the one decoding reads (0: n_slots);
         1 matches it one-to-one, so its spare queries learn "None" next to an entity (it learned
         slower on GENIA, bench/RESULTS.md; off by default).
+    iou_class_target (float): 0..1, how much a matched query's class target follows the IoU of its
+        argmax span with its gold: the gold class gets 1 − value · (1 − IoU), "None" the rest, so
+        class probabilities (and span scores) learn to rank well-placed spans above near misses.
     class_threshold (float): keep a query's entity only if its class probability is above this.
     boundary_threshold (float): ... and both boundary probabilities are above this.
     decoding (str): "nested" (drop spans crossing a better one, one label per span) or "flat"

@@ -80,12 +80,17 @@ class LossSettings:
     # Slots per gold entity's share on the last word-level layer, the one decoding reads (0: n_slots).
     # 1 trains it one-to-one (DETR's matching): its spare queries learn "None" even next to an entity.
     last_layer_n_slots: int = 0
+    # How much a matched query's class target follows its localization: the gold class gets
+    # 1 − iou_class_target · (1 − IoU of the query's argmax span with its gold), "None" the rest.
+    iou_class_target: float = 0.0
 
     def __post_init__(self) -> None:
         if self.n_slots < 1:
             raise ValueError(Errors.E013.format(n_slots=self.n_slots))
         if self.last_layer_n_slots < 0:
             raise ValueError(Errors.E043.format(value=self.last_layer_n_slots))
+        if not 0.0 <= self.iou_class_target <= 1.0:
+            raise ValueError(Errors.E045.format(value=self.iou_class_target))
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, Any]) -> "LossSettings":
