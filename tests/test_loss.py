@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from spacy_piqn.loss import dense_boundary_loss, none_class_weight, piqn_loss
+from spacy_piqn.loss import dense_boundary_loss, none_class_weight, piqn_loss, span_iou
 from spacy_piqn.settings import HeadSettings, LossSettings
 from spacy_piqn.torch_modules.head import OneWayLayer, PIQNHead
 
@@ -53,6 +53,43 @@ def test_last_layer_one_to_one_supervises_one_query_per_entity():
     assert supervised.tolist() == [3, 1]
     with pytest.raises(ValueError, match="E043"):
         LossSettings(last_layer_n_slots=-1)
+
+
+def test_span_iou_of_argmax_spans():
+    # Three matched queries of one window, 6 words: exact, half-overlapping, crossed (left > right).
+    left = torch.full((1, 3, 6), -5.0)
+    right = torch.full((1, 3, 6), -5.0)
+    for q, (l, r) in enumerate([(1, 3), (2, 5), (4, 1)]):
+        left[0, q, l] = right[0, q, r] = 5.0
+    target = torch.tensor([[1, 1, 3], [1, 1, 3], [1, 1, 3]])
+    iou = span_iou(left, right, torch.zeros(3, dtype=torch.long), torch.arange(3), target)
+    assert iou.tolist() == pytest.approx([1.0, 2 / 5, 0.0])
+
+
+def pointed_outputs(l, r):
+    """One window, one layer, 2 queries over 6 words, both pointing sharply at words l..r."""
+    left = torch.full((1, 1, 2, 6), -8.0)
+    right = torch.full((1, 1, 2, 6), -8.0)
+    left[..., l] = right[..., r] = 8.0
+    classes = torch.zeros((1, 1, 2, 3), requires_grad=True)
+    return left, right, classes
+
+
+def test_iou_class_target_leaves_well_placed_queries_alone_and_pushes_near_misses_to_none():
+    gold = [np.array([[1, 1, 3]])]
+    hard, soft = LossSettings(n_slots=2), LossSettings(n_slots=2, iou_class_target=0.5)
+    exact = [piqn_loss(*pointed_outputs(1, 3), [6], gold, s) for s in (hard, soft)]
+    assert exact[0].item() == pytest.approx(exact[1].item())
+    grads = []
+    for settings in (hard, soft):
+        left, right, classes = pointed_outputs(3, 5)  # IoU 1/5 with the gold span
+        piqn_loss(left, right, classes, [6], gold, settings).backward()
+        grads.append(classes.grad[0, 0])
+    # Descent raises the gold class less, and "None" more, when the span is misplaced.
+    assert (-grads[1][:, 1] < -grads[0][:, 1]).all()
+    assert (-grads[1][:, 0] > -grads[0][:, 0]).all()
+    with pytest.raises(ValueError, match="E045"):
+        LossSettings(iou_class_target=1.5)
 
 
 def test_none_weight_balances_matched_and_none_queries():
