@@ -46,6 +46,7 @@ def build_piqn_model(
     head_lr_scale: float = 1.0,
     max_padded_words: int = D.max_padded_words,
     dense_boundaries: bool = D.dense_boundaries,
+    proposal_strength: float = D.proposal_strength,
 ) -> Model[List[Doc], PIQNOutput]:
     """PIQN's head on top of any spaCy token encoder.
 
@@ -87,6 +88,11 @@ def build_piqn_model(
     dense_boundaries (bool): add a dense boundary head: per word, "a gold entity starts here" and
         "ends here", trained with binary cross-entropy on every gold span (no matching), so the
         word encoder learns boundaries from the first update (Co-DETR's dense auxiliary heads).
+    proposal_strength (float): > 0: queries start at proposals instead of fixed anchors. A dense
+        boundary head on the words before the query layers scores every span of up to 24 words
+        (start logit + end logit); query i takes the i-th best, gets its boundary words added to
+        its state and the pointer-logit bias −proposal_strength·(word index − proposed boundary)²
+        (two-stage / mixed query selection, as in DINO). 0: the anchor prior.
     """
     settings = _head_settings(locals())
     head = build_torch_head(settings, mixed_precision=mixed_precision, lr_scale=head_lr_scale)

@@ -139,6 +139,7 @@ class Errors:
     E043 = "[E043] last_layer_n_slots must be >= 0 (0: n_slots), got {value}."
     E044 = "[E044] Unknown piqn component setting(s) {names}; the settings are {known}."
     E045 = "[E045] iou_class_target must be between 0 and 1, got {value}."
+    E046 = "[E046] proposal_strength must be >= 0 (0: fixed anchors instead of proposals), got {value}."
 
     # -----------------------------------------------------------------------------------------------------
     # E100-E199: convert.py. The reasons of invalid records (E101-E122) become ConversionError's reason,

@@ -36,6 +36,7 @@ class HeadSettings:
     common_embedding: bool = True
     max_padded_words: int = 1024
     dense_boundaries: bool = False
+    proposal_strength: float = 0.0
 
     def __post_init__(self) -> None:
         if self.pointer not in POINTERS:
@@ -44,6 +45,8 @@ class HeadSettings:
             raise ValueError(Errors.E007.format(options=FUSIONS, value=self.pointer_fusion))
         if self.anchor_strength < 0:
             raise ValueError(Errors.E008.format(value=self.anchor_strength))
+        if self.proposal_strength < 0:
+            raise ValueError(Errors.E046.format(value=self.proposal_strength))
         if self.width % 2:
             raise ValueError(Errors.E009.format(width=self.width))
         if self.width % self.n_heads:

@@ -179,6 +179,38 @@ def test_dense_boundary_head_trains_and_round_trips(tmp_path):
     assert before == after and any(before)
 
 
+def test_proposal_queries_train_round_trip_and_start_at_their_proposals(tmp_path):
+    """With proposal_strength the queries start at the dense head's best spans: the switch
+    builds, trains, round-trips, and a strong prior puts each query's boundaries on its proposal."""
+    import copy
+
+    from spacy_piqn.torch_modules.head import top_spans
+
+    config = copy.deepcopy(TINY_PIQN)
+    config["model"]["proposal_strength"] = 0.1
+    nlp, examples = train_tiny(steps=50, config=config)
+    head = nlp.get_pipe("piqn").model.get_ref("head").layers[0].shims[0]._model
+    assert head.dense is not None and head.proposal_in is not None
+    texts = [eg.reference.text for eg in examples]
+    before = [[(s.start, s.end, s.label_) for s in d.spans["sc"]] for d in nlp.pipe(texts)]
+    nlp.to_disk(tmp_path / "p")
+    after = [[(s.start, s.end, s.label_) for s in d.spans["sc"]] for d in spacy.load(tmp_path / "p").pipe(texts)]
+    assert before == after and any(before)
+    # A prior far stronger than the pointer's own logits: every query points at its proposal.
+    head.eval()
+    head.proposal_strength = 1e3
+    n_in = head.lstm.input_size if head.lstm is not None else head.proj.in_features
+    words = [torch.randn(9, n_in)]
+    with torch.no_grad():
+        left, right, _, dense = head(words)
+        encoded, mask = head.encode_words(words)
+        starts, ends = top_spans(dense, mask, head.n_queries)
+    assert torch.equal(left[-1].argmax(-1), starts) and torch.equal(right[-1].argmax(-1), ends)
+    assert (starts <= ends).all() and (ends - starts < 24).all()
+    with pytest.raises(ValueError, match="E046"):
+        HeadSettings(proposal_strength=-1.0)
+
+
 def test_component_defaults_are_the_settings_objects_defaults():
     """The factory, the component and the loss read one set of defaults (settings.py)."""
     from dataclasses import asdict

@@ -59,18 +59,18 @@ def test_span_iou_of_argmax_spans():
     # Three matched queries of one window, 6 words: exact, half-overlapping, crossed (left > right).
     left = torch.full((1, 3, 6), -5.0)
     right = torch.full((1, 3, 6), -5.0)
-    for q, (l, r) in enumerate([(1, 3), (2, 5), (4, 1)]):
-        left[0, q, l] = right[0, q, r] = 5.0
+    for q, (first, last) in enumerate([(1, 3), (2, 5), (4, 1)]):
+        left[0, q, first] = right[0, q, last] = 5.0
     target = torch.tensor([[1, 1, 3], [1, 1, 3], [1, 1, 3]])
     iou = span_iou(left, right, torch.zeros(3, dtype=torch.long), torch.arange(3), target)
     assert iou.tolist() == pytest.approx([1.0, 2 / 5, 0.0])
 
 
-def pointed_outputs(l, r):
-    """One window, one layer, 2 queries over 6 words, both pointing sharply at words l..r."""
+def pointed_outputs(first, last):
+    """One window, one layer, 2 queries over 6 words, both pointing sharply at words first..last."""
     left = torch.full((1, 1, 2, 6), -8.0)
     right = torch.full((1, 1, 2, 6), -8.0)
-    left[..., l] = right[..., r] = 8.0
+    left[..., first] = right[..., last] = 8.0
     classes = torch.zeros((1, 1, 2, 3), requires_grad=True)
     return left, right, classes
 

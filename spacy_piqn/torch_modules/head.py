@@ -145,6 +145,43 @@ def anchor_prior(word_mask: torch.Tensor, n_queries: int, strength: float) -> to
     return -strength * (positions[:, None, :] - anchors[None, :, None]) ** 2
 
 
+# Longest span (in words) a proposal may cover: longer gold entities are still reachable, the
+# proposal only sets where a query starts looking.
+MAX_PROPOSAL_WIDTH = 24
+
+
+def top_spans(dense: torch.Tensor, word_mask: torch.Tensor, k: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """k proposals per window from dense boundary logits (B, n, 2): for each start word its best
+    span (start logit + end logit, inside the window, at most MAX_PROPOSAL_WIDTH words), then the
+    k best start words, as word indices (B, k) of first and last words, best first. One per start
+    word spreads them over the window (the k best spans overall crowd around one strong start
+    and learned slower). A window of fewer than k words repeats its first word for the rest."""
+    batch, n_words, _ = dense.shape
+    first = torch.arange(n_words, device=dense.device)
+    width = first[None, :] - first[:, None]  # (n, n): last - first
+    allowed = (width >= 0) & (width < MAX_PROPOSAL_WIDTH)
+    allowed = allowed[None] & word_mask[:, :, None] & word_mask[:, None, :]
+    scores = (dense[:, :, None, 0] + dense[:, None, :, 1]).masked_fill(~allowed, 2 * PAD_LOGIT)
+    # One proposal per start word (its best end), so the proposals spread over the window.
+    per_start, best_end = scores.max(-1)
+    if n_words < k:
+        per_start = F.pad(per_start, (0, k - n_words), value=3 * PAD_LOGIT)
+        best_end = F.pad(best_end, (0, k - n_words))
+    best = per_start.topk(k, dim=-1)
+    filler = best.values <= 2 * PAD_LOGIT
+    # Filler picks (not an allowed span) point at the first word.
+    starts = best.indices.masked_fill(filler, 0)
+    ends = best_end.gather(1, best.indices).masked_fill(filler, 0)
+    return starts, ends
+
+
+def proposal_prior(starts: torch.Tensor, n_words: int, strength: float) -> torch.Tensor:
+    """Pointer-logit bias (B, k, n) centred on each query's proposed boundary word:
+    −strength · (word index − proposed index)², in words (not relative positions)."""
+    words = torch.arange(n_words, device=starts.device, dtype=torch.float32)
+    return -strength * (words[None, None, :] - starts[:, :, None].float()) ** 2
+
+
 def boundary_probs(logits: torch.Tensor, pointer: str) -> torch.Tensor:
     """Boundary probabilities over the words: a distribution per query ("softmax") or an
     independent probability per word ("sigmoid", PIQN's). Padded words get 0 either way."""
@@ -249,7 +286,12 @@ class PIQNHead(nn.Module):
         self.classifier = EntityClassifier(s.width, s.n_heads, n_classes, s.dropout, s.classifier_dropout, s.pointer)
         # Per-word start/end logits trained on every gold boundary (no matching involved), so
         # the word encoder learns where entities begin and end from the first update.
-        self.dense = nn.Linear(s.width, 2) if s.dense_boundaries else None
+        self.proposal_strength = s.proposal_strength
+        self.dense = nn.Linear(s.width, 2) if s.dense_boundaries or s.proposal_strength else None
+        # With proposals, each query starts at one of the dense head's best spans (two-stage /
+        # mixed query selection): its pointers get a prior around that span's boundaries and
+        # its state the span's boundary words.
+        self.proposal_in = nn.Linear(2 * s.width, s.width) if s.proposal_strength else None
         for module in self.modules():
             if not isinstance(module, (nn.LSTM, nn.MultiheadAttention)):
                 init_weights(module)
@@ -300,19 +342,32 @@ class PIQNHead(nn.Module):
         else:
             assert content is not None  # learned whenever there is no query_in
             state = content.unsqueeze(0).expand(words.shape[0], -1, -1)
-        # The same for every layer and both pointers.
-        prior = anchor_prior(mask, self.n_queries, self.anchor_strength) if self.anchor_strength else None
+        dense = None
+        if self.proposal_in is not None and self.dense is not None:
+            # Proposals come from the words before the query layers; selection passes no gradient.
+            dense = self.dense(words).masked_fill(~mask[:, :, None], PAD_LOGIT)
+            starts, ends = top_spans(dense.detach(), mask, self.n_queries)
+            boundary_words = torch.cat(
+                [words.gather(1, index[:, :, None].expand(-1, -1, words.shape[-1])) for index in (starts, ends)], -1
+            )
+            state = state + self.proposal_in(boundary_words)
+            left_prior = proposal_prior(starts, words.shape[1], self.proposal_strength)
+            right_prior = proposal_prior(ends, words.shape[1], self.proposal_strength)
+        else:
+            # The same for every layer and both pointers.
+            left_prior = anchor_prior(mask, self.n_queries, self.anchor_strength) if self.anchor_strength else None
+            right_prior = left_prior
         lefts, rights, classes = [], [], []
         for i, layer in enumerate(self.layers):
             words, state = layer(words, state, position, mask)
             if all_layers or i == len(self.layers) - 1:
-                left = self.left(words, state, mask, prior)
-                right = self.right(words, state, mask, prior)
+                left = self.left(words, state, mask, left_prior)
+                right = self.right(words, state, mask, right_prior)
                 lefts.append(left)
                 rights.append(right)
                 classes.append(self.classifier(words, state, mask, left, right))
-        if self.dense is not None:
+        if dense is None and self.dense is not None:
             dense = self.dense(words).masked_fill(~mask[:, :, None], PAD_LOGIT)
-        else:
+        elif dense is None:
             dense = words.new_zeros((words.shape[0], words.shape[1], 0))
         return torch.stack(lefts), torch.stack(rights), torch.stack(classes), dense
