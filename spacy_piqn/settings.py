@@ -23,7 +23,7 @@ class HeadSettings:
 
     width: int = 128
     n_queries: int = 30
-    n_layers: int = 2
+    n_layers: int = 1
     n_heads: int = 8
     pointer: str = "softmax"
     anchor_strength: float = 8.0
