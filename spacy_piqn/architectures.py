@@ -89,10 +89,11 @@ def build_piqn_model(
         "ends here", trained with binary cross-entropy on every gold span (no matching), so the
         word encoder learns boundaries from the first update (Co-DETR's dense auxiliary heads).
     proposal_strength (float): > 0: queries start at proposals instead of fixed anchors. A dense
-        boundary head on the words before the query layers scores every span of up to 24 words
-        (start logit + end logit); query i takes the i-th best, gets its boundary words added to
-        its state and the pointer-logit bias −proposal_strength·(word index − proposed boundary)²
-        (two-stage / mixed query selection, as in DINO). 0: the anchor prior.
+        boundary head (then read from the words before the query layers) gives each start word its
+        best span of up to 24 words (start logit + end logit); query i takes the i-th best of
+        those, gets its boundary words added to its state and the pointer-logit bias
+        −proposal_strength·(word index − proposed boundary)² (two-stage / mixed query selection,
+        as in DINO). 0: the anchor prior. Measured slower than the anchors (bench/RESULTS.md).
     """
     settings = _head_settings(locals())
     head = build_torch_head(settings, mixed_precision=mixed_precision, lr_scale=head_lr_scale)

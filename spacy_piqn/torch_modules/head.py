@@ -342,21 +342,12 @@ class PIQNHead(nn.Module):
         else:
             assert content is not None  # learned whenever there is no query_in
             state = content.unsqueeze(0).expand(words.shape[0], -1, -1)
-        dense = None
-        if self.proposal_in is not None and self.dense is not None:
-            # Proposals come from the words before the query layers; selection passes no gradient.
-            dense = self.dense(words).masked_fill(~mask[:, :, None], PAD_LOGIT)
-            starts, ends = top_spans(dense.detach(), mask, self.n_queries)
-            boundary_words = torch.cat(
-                [words.gather(1, index[:, :, None].expand(-1, -1, words.shape[-1])) for index in (starts, ends)], -1
-            )
-            state = state + self.proposal_in(boundary_words)
-            left_prior = proposal_prior(starts, words.shape[1], self.proposal_strength)
-            right_prior = proposal_prior(ends, words.shape[1], self.proposal_strength)
+        if self.proposal_in is not None:
+            state, left_prior, right_prior, dense = self._start_at_proposals(words, mask, state)
         else:
             # The same for every layer and both pointers.
             left_prior = anchor_prior(mask, self.n_queries, self.anchor_strength) if self.anchor_strength else None
-            right_prior = left_prior
+            right_prior, dense = left_prior, None
         lefts, rights, classes = [], [], []
         for i, layer in enumerate(self.layers):
             words, state = layer(words, state, position, mask)
@@ -371,3 +362,22 @@ class PIQNHead(nn.Module):
         elif dense is None:
             dense = words.new_zeros((words.shape[0], words.shape[1], 0))
         return torch.stack(lefts), torch.stack(rights), torch.stack(classes), dense
+
+    def _start_at_proposals(
+        self, words: torch.Tensor, mask: torch.Tensor, state: torch.Tensor
+    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Queries that start at the dense head's proposals (``proposal_strength``): their state
+        plus their spans' boundary words, left/right pointer priors around those boundaries, and
+        the dense logits (read from the words before the query layers; selection passes no gradient)."""
+        assert self.dense is not None and self.proposal_in is not None  # built together
+        dense = self.dense(words).masked_fill(~mask[:, :, None], PAD_LOGIT)
+        starts, ends = top_spans(dense.detach(), mask, self.n_queries)
+        width = words.shape[-1]
+        boundary_words = torch.cat([words.gather(1, i[:, :, None].expand(-1, -1, width)) for i in (starts, ends)], -1)
+        n_words = words.shape[1]
+        return (
+            state + self.proposal_in(boundary_words),
+            proposal_prior(starts, n_words, self.proposal_strength),
+            proposal_prior(ends, n_words, self.proposal_strength),
+            dense,
+        )
