@@ -247,8 +247,12 @@ def peak_rss_mb(process) -> float:
     return process.memory_info().rss / 2**20
 
 
-def run_watched(cmd: list[str], log_path: Path, env: dict[str, str], timeout_s: float) -> tuple[int, float, float]:
-    """Run ``cmd`` with stdout+stderr to ``log_path``; return (exit code, wall seconds, peak RSS in MB).
+def run_watched(
+    cmd: list[str], log_path: Path, env: dict[str, str], timeout_s: float
+) -> tuple[int, float, float, bool]:
+    """Run ``cmd`` with stdout+stderr to ``log_path``; return (exit code, wall seconds, peak RSS in MB, killed).
+
+    ``killed``: it ran past ``timeout_s`` (counted from its start, imports and initialization included).
 
     The peak is polled every 0.2 s; VmHWM is a high-water mark, so a short peak between polls still counts.
     """
@@ -256,6 +260,7 @@ def run_watched(cmd: list[str], log_path: Path, env: dict[str, str], timeout_s: 
 
     log_path.parent.mkdir(parents=True, exist_ok=True)
     peak = 0.0
+    killed = False
     with log_path.open("w", encoding="utf8") as log:
         log.write("$ " + " ".join(str(c) for c in cmd) + "\n")
         log.flush()
@@ -273,6 +278,7 @@ def run_watched(cmd: list[str], log_path: Path, env: dict[str, str], timeout_s: 
                     print(f"{cmd[:4]} ran past {timeout_s:.0f}s and was killed; see {log_path}", flush=True)
                     proc.kill()
                     proc.wait()
+                    killed = True
                     log.write(f"\n[run_bench] killed after {timeout_s:.0f}s\n")
                     break
                 time.sleep(0.2)
@@ -282,7 +288,7 @@ def run_watched(cmd: list[str], log_path: Path, env: dict[str, str], timeout_s: 
                 proc.wait()
             raise
         wall = time.perf_counter() - start
-    return proc.returncode, wall, peak
+    return proc.returncode, wall, peak, killed
 
 
 # --------------------------------------------------------------------------------------------------- data
@@ -506,6 +512,7 @@ class Trained:
     train_s: float
     train_peak: float
     train_load: float
+    killed: bool = False  # by run_watched past wall_s + grace_s: evaluated from model-best all the same
 
 
 def train_one(
@@ -531,10 +538,12 @@ def train_one(
           f"eval every {budget.eval_frequency} steps, {args.train_threads} thread(s), gpu_id {args.gpu_id}; "
           f"log {run_dir / 'train.log'}", flush=True)  # fmt: skip
     train_load = round(os.getloadavg()[0], 2)
-    code, train_s, train_peak = run_watched(
+    code, train_s, train_peak, killed = run_watched(
         train_cmd, run_dir / "train.log", child_env(args.train_threads), budget.wall_s + args.grace_s
     )
-    return Trained(system, encoder, dataset, budget, run_dir, config_path, code, train_s, train_peak, train_load)
+    return Trained(
+        system, encoder, dataset, budget, run_dir, config_path, code, train_s, train_peak, train_load, killed
+    )
 
 
 def evaluate_one(
@@ -551,10 +560,16 @@ def evaluate_one(
     model = run_dir / "model-best"
     if not (model / "meta.json").exists():
         model = run_dir / "model-last"
-    if (code != 0 and stop is None) or not (model / "meta.json").exists():
+    if (code != 0 and stop is None and not trained.killed) or not (model / "meta.json").exists():
         raise RuntimeError(f"spacy train failed (exit {code}); see {run_dir / 'train.log'}")
-    steps = stop["steps"] if stop else budget.max_steps + 1  # spaCy's steps count from 0
-    stopped_by = "wall_s" if stop else "max_steps"
+    if stop:
+        steps, stopped_by = stop["steps"], "wall_s"
+    elif trained.killed:
+        # Killed before the logger's own time stop (start-up counts towards --grace-s): the steps actually made
+        # are unknown, the last evaluated one is a lower bound.
+        steps, stopped_by = (evals[-1]["step"] if evals else 0), "killed"
+    else:
+        steps, stopped_by = budget.max_steps + 1, "max_steps"  # spaCy's steps count from 0
     f_key = TRAIN_F_KEY[system]
     best = max(evals, key=lambda row: row["score"]) if evals else None
     print(f"[{dataset}/{encoder}/{system}] trained {steps} steps in {train_s:.0f}s (stopped by {stopped_by}), "
@@ -569,7 +584,7 @@ def evaluate_one(
         "--repeats", str(args.repeats or mode.repeats), "--output", str(infer_json), "--gpu-id", str(args.gpu_id),
     ]  # fmt: skip
     infer_load = round(os.getloadavg()[0], 2)
-    code, infer_s, infer_peak = run_watched(
+    code, infer_s, infer_peak, _ = run_watched(
         infer_cmd, run_dir / "infer.log", child_env(args.infer_threads), args.infer_timeout_s
     )
     if code != 0:
@@ -816,7 +831,12 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--batch-size", type=int, help="nlp.pipe batch size (default: 256 tok2vec, 64 minilm)")
     run.add_argument("--train-threads", type=int, default=1, help="OMP/torch threads of spacy train")
     run.add_argument("--infer-threads", type=int, default=2, help="torch threads for inference and timing")
-    run.add_argument("--grace-s", type=float, default=600, help="kill spacy train this long after its wall limit")
+    run.add_argument(
+        "--grace-s",
+        type=float,
+        default=600,
+        help="kill spacy train this long after its wall limit (counted from its start: start-up counts)",
+    )
     run.add_argument("--infer-timeout-s", type=float, default=3600)
     run.add_argument("--systems", help="comma-separated subset of piqn,piqn_qt,spancat,ner (default: all)")
     run.add_argument("--gpu-id", type=int, default=-1, help="train and run the pipelines on this GPU (-1: CPU)")
