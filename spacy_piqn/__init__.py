@@ -1,10 +1,11 @@
 """PIQN (Parallel Instance Query Network) nested and flat NER as a spaCy v3 component.
 
-Importing the package registers the ``piqn`` factory, the ``spacy-piqn.*`` architectures,
-windows and scorer (installed packages also expose them through entry points).
+Importing the package registers the ``piqn`` factory and the ``spacy-piqn.*`` architectures,
+windows, scorer, callbacks and learning-rate schedule (the factory and architectures also have entry
+points, so an installed package is imported as soon as a config names them).
 """
 
-from . import architectures, callbacks, corpus, scorer, windows  # noqa: F401  (registrations)
+from . import architectures, callbacks, corpus, schedules, scorer, windows  # noqa: F401  (registrations)
 from .pipeline import PIQN, make_piqn
 
 __version__ = "0.1.0"

@@ -1,0 +1,54 @@
+"""The learning-rate schedule of the tok2vec config: warm-up, then a linear decay to a floor."""
+
+from itertools import islice
+from pathlib import Path
+
+import pytest
+from spacy.util import load_config, registry
+from thinc.api import Optimizer
+
+import spacy_piqn  # noqa: F401  (registers the schedule)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _rates(n: int, **settings) -> list:
+    schedule = registry.resolve({"s": {"@schedules": "spacy-piqn.warmup_linear.v1", **settings}})["s"]
+    return list(islice(schedule, n))
+
+
+def test_warms_up_then_decays_to_the_final_rate_and_stays_there():
+    rates = _rates(400, initial_rate=1.0, warmup_steps=100, total_steps=300, final_rate=0.5)
+    assert rates[0] == 0.0 and rates[50] == pytest.approx(0.5) and rates[100] == pytest.approx(1.0)
+    assert rates[200] == pytest.approx(0.75) and rates[300] == pytest.approx(0.5)
+    assert rates[399] == pytest.approx(0.5)
+    assert all(a >= b for a, b in zip(rates[100:], rates[101:]))
+
+
+def test_final_rate_zero_is_thincs_warmup_linear():
+    ours = _rates(700, initial_rate=1e-3, warmup_steps=100, total_steps=600)
+    thincs = list(islice(registry.schedules.get("warmup_linear.v1")(1e-3, 100, 600), 700))
+    assert ours == pytest.approx(thincs)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"warmup_steps": 100, "total_steps": 100, "final_rate": 0.0},
+        {"warmup_steps": -1, "total_steps": 100, "final_rate": 0.0},
+        {"warmup_steps": 10, "total_steps": 100, "final_rate": -0.1},
+        {"warmup_steps": 10, "total_steps": 100, "final_rate": 2.0},
+    ],
+)
+def test_bad_settings_are_named(settings):
+    with pytest.raises(ValueError, match=r"^\[E047\]"):
+        _rates(1, initial_rate=1.0, **settings)
+
+
+def test_tok2vec_config_ends_its_run_at_half_the_peak_rate():
+    path = REPO / "configs" / "piqn_tok2vec.cfg"
+    config = load_config(path, overrides={"training.max_steps": 1000}, interpolate=True)
+    optimizer = registry.resolve({"o": config["training"]["optimizer"]})["o"]
+    assert isinstance(optimizer, Optimizer)
+    rates = _rates(1001, **{k: v for k, v in config["training"]["optimizer"]["learn_rate"].items() if k[0] != "@"})
+    assert max(rates) == pytest.approx(1e-3) and rates[1000] == pytest.approx(5e-4)
