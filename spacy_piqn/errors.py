@@ -141,7 +141,7 @@ class Errors:
     E045 = "[E045] iou_class_target must be between 0 and 1, got {value}."
     E046 = "[E046] proposal_strength must be >= 0 (0: fixed anchors instead of proposals), got {value}."
     E047 = (
-        "[E047] spacy-piqn.warmup_linear.v1 needs 0 <= warmup_steps < total_steps and 0 <= final_rate <= "
+        "[E047] spacy-piqn.warmup_linear.v1 needs warmup_steps >= 0, total_steps >= 0 and 0 <= final_rate <= "
         "initial_rate, got warmup_steps={warmup_steps}, total_steps={total_steps}, initial_rate={initial_rate}, "
         "final_rate={final_rate}."
     )

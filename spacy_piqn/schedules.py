@@ -19,7 +19,7 @@ def warmup_linear_to(
     0.6-1.0 F, and ending at half the peak gained 0.07-0.32 over the plain decay (bench/RESULTS.md).
     ``final_rate = 0`` is ``warmup_linear.v1``.
     """
-    if warmup_steps < 0 or total_steps <= warmup_steps or not 0 <= final_rate <= initial_rate:
+    if warmup_steps < 0 or total_steps < 0 or not 0 <= final_rate <= initial_rate:
         raise ValueError(
             Errors.E047.format(
                 warmup_steps=warmup_steps, total_steps=total_steps, initial_rate=initial_rate, final_rate=final_rate
@@ -30,6 +30,8 @@ def warmup_linear_to(
         if step < warmup_steps:
             yield initial_rate * step / warmup_steps
         else:
-            done = min(1.0, (step - warmup_steps) / (total_steps - warmup_steps))
+            # A run shorter than its warm-up (e.g. a smoke test) goes straight to final_rate after it.
+            span = total_steps - warmup_steps
+            done = min(1.0, (step - warmup_steps) / span) if span > 0 else 1.0
             yield initial_rate + (final_rate - initial_rate) * done
         step += 1

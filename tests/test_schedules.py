@@ -31,10 +31,16 @@ def test_final_rate_zero_is_thincs_warmup_linear():
     assert ours == pytest.approx(thincs)
 
 
+def test_a_run_shorter_than_the_warm_up_still_gets_rates():
+    rates = _rates(20, initial_rate=1.0, warmup_steps=10, total_steps=5, final_rate=0.5)
+    assert rates[5] == pytest.approx(0.5) and rates[10:] == pytest.approx([0.5] * 10)
+    assert _rates(3, initial_rate=1.0, warmup_steps=0, total_steps=2) == pytest.approx([1.0, 0.5, 0.0])
+
+
 @pytest.mark.parametrize(
     "settings",
     [
-        {"warmup_steps": 100, "total_steps": 100, "final_rate": 0.0},
+        {"warmup_steps": 10, "total_steps": -1, "final_rate": 0.0},
         {"warmup_steps": -1, "total_steps": 100, "final_rate": 0.0},
         {"warmup_steps": 10, "total_steps": 100, "final_rate": -0.1},
         {"warmup_steps": 10, "total_steps": 100, "final_rate": 2.0},
