@@ -10,9 +10,12 @@ from spacy.tokens import Doc, Span
 from spacy.training import Example
 from spacy.util import load_config, load_model_from_config
 from thinc.api import Adam, fix_random_seed
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from spacy_piqn.layers.torch_head import head_settings
 from spacy_piqn.settings import HeadSettings
+from spacy_piqn.torch_modules.common import unpacked_bilstm
 from spacy_piqn.torch_modules.head import PIQNHead, anchor_prior
 
 from .conftest import NESTED_DATA, REPO, SHARED_DATA, TINY_PIQN, make_examples, train_tiny
@@ -61,6 +64,35 @@ def test_anchor_prior_points_each_query_at_its_part_of_the_window():
     assert bias[0].argmax(-1).tolist() == list(range(10))
     # ... and, in a window of 5 real words, at the word covering that position.
     assert bias[1, :, :5].argmax(-1).tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_cpu_bilstm_matches_packed_sequences_in_outputs_and_gradients(layers):
+    torch.manual_seed(0)
+    lstm = nn.LSTM(6, 4, num_layers=layers, bidirectional=True, batch_first=True)
+    lengths = torch.tensor([5, 2, 7])
+    padded = torch.randn(3, 7, 6).masked_fill(torch.arange(7)[None, :, None] >= lengths[:, None, None], 0.0)
+    weights = torch.randn(3, 7, 8)
+
+    def run(fn):
+        lstm.zero_grad()
+        x = padded.clone().requires_grad_()
+        out = fn(x)
+        (out * weights).sum().backward()
+        return out.detach(), x.grad, [p.grad.clone() for p in lstm.parameters()]
+
+    def packed(x):
+        seq = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        return pad_packed_sequence(lstm(seq)[0], batch_first=True, total_length=7)[0]
+
+    lstm.eval()  # no dropout between the two layers, so both runs are deterministic
+    expected, ours = run(packed), run(lambda x: unpacked_bilstm(lstm, x, lengths))
+    torch.testing.assert_close(ours[0], expected[0])
+    torch.testing.assert_close(ours[1], expected[1])
+    for got, want in zip(ours[2], expected[2]):
+        torch.testing.assert_close(got, want)
+    # The helper's own one-way LSTMs never enter the module's parameters.
+    assert len(list(lstm.parameters())) == 8 * layers
 
 
 @pytest.mark.parametrize("pointer", ["softmax", "sigmoid"])

@@ -15,7 +15,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence, pad_se
 
 from ..errors import Errors
 from ..settings import DEFAULT_HEAD, HeadSettings
-from .common import in_input_order, length_groups
+from .common import in_input_order, length_groups, unpacked_bilstm
 
 # Logit given to padded words: sigmoid(-1e4) == 0 in fp32 and fp16, and unlike -inf it never
 # produces NaN in BCE or softmax.
@@ -297,11 +297,15 @@ class PIQNHead(nn.Module):
                 init_weights(module)
 
     def encode_words(self, windows: List[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Pad the windows and run the BiLSTM (packed, so padding never leaks in)."""
+        """Pad the windows and run the BiLSTM so that padding never leaks in (packed on a GPU;
+        ``unpacked_bilstm`` on the CPU, where packing is slow to train)."""
         lengths = torch.tensor([len(w) for w in windows])
         padded = pad_sequence(windows, batch_first=True)
         mask = torch.arange(padded.shape[1])[None, :] < lengths[:, None]
-        if self.lstm is not None:
+        if self.lstm is not None and padded.device.type == "cpu":
+            words = unpacked_bilstm(self.lstm, padded, lengths)
+        elif self.lstm is not None:
+            # cuDNN runs packed sequences fused.
             packed = pack_padded_sequence(padded, lengths, batch_first=True, enforce_sorted=False)
             out, _ = self.lstm(packed)
             words, _ = pad_packed_sequence(out, batch_first=True, total_length=padded.shape[1])
