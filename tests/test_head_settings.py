@@ -91,8 +91,6 @@ def test_cpu_bilstm_matches_packed_sequences_in_outputs_and_gradients(layers):
     torch.testing.assert_close(ours[1], expected[1])
     for got, want in zip(ours[2], expected[2]):
         torch.testing.assert_close(got, want)
-    # The helper's own one-way LSTMs never enter the module's parameters.
-    assert len(list(lstm.parameters())) == 8 * layers
 
 
 @pytest.mark.parametrize("pointer", ["softmax", "sigmoid"])
