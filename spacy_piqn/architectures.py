@@ -47,7 +47,6 @@ def build_piqn_model(
     max_padded_words: int = D.max_padded_words,
     dense_boundaries: bool = D.dense_boundaries,
     proposal_strength: float = D.proposal_strength,
-    span_pooling: bool = D.span_pooling,
 ) -> Model[List[Doc], PIQNOutput]:
     """PIQN's head on top of any spaCy token encoder.
 
@@ -95,10 +94,6 @@ def build_piqn_model(
         those, gets its boundary words added to its state and the pointer-logit bias
         −proposal_strength·(word index − proposed boundary)² (two-stage / mixed query selection,
         as in DINO). 0: the anchor prior. Measured slower than the anchors (bench/RESULTS.md).
-    span_pooling (bool): the entity classifier also reads the words inside each query's span:
-        their mean weighted by P(left boundary ≤ word ≤ right boundary) from the pointer's
-        probabilities (spancat types a span from its words; PIQN's classifier sees only the
-        boundary words and an attention).
     """
     settings = _head_settings(locals())
     head = build_torch_head(settings, mixed_precision=mixed_precision, lr_scale=head_lr_scale)
@@ -180,7 +175,6 @@ def build_piqn_query_transformer_model(
     head_lr_scale: float = 1.0,
     max_padded_words: int = D.max_padded_words,
     dense_boundaries: bool = D.dense_boundaries,
-    span_pooling: bool = D.span_pooling,
 ) -> Model[List[Doc], PIQNOutput]:
     """PIQN as in the paper: the head starts from the query states of a query-carrying
     transformer (``spacy-piqn.QueryTransformer.v1``), which reads each window with its context.
@@ -196,7 +190,7 @@ def build_piqn_query_transformer_model(
     head_lr_scale (float): the head, and the instance queries inside the encoder, learn at this
         multiple of [training.optimizer]'s rate; the pretrained transformer learns at the rate
         itself. PIQN trains everything at one rate (for 30-50 epochs).
-    max_padded_words, dense_boundaries, span_pooling: as in ``spacy-piqn.PIQN.v1``.
+    max_padded_words, dense_boundaries: as in ``spacy-piqn.PIQN.v1``.
 
     The head has no n_queries or common_embedding: both belong to the encoder, whose query
     states (projected to hidden_width) replace the head's own query content.

@@ -37,7 +37,6 @@ class HeadSettings:
     max_padded_words: int = 1024
     dense_boundaries: bool = False
     proposal_strength: float = 0.0
-    span_pooling: bool = False
 
     def __post_init__(self) -> None:
         if self.pointer not in POINTERS:

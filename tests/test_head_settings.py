@@ -16,7 +16,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from spacy_piqn.layers.torch_head import head_settings
 from spacy_piqn.settings import HeadSettings
 from spacy_piqn.torch_modules.common import unpacked_bilstm
-from spacy_piqn.torch_modules.head import PIQNHead, anchor_prior, inside_mean
+from spacy_piqn.torch_modules.head import PIQNHead, anchor_prior
 
 from .conftest import NESTED_DATA, REPO, SHARED_DATA, TINY_PIQN, make_examples, train_tiny
 
@@ -64,37 +64,6 @@ def test_anchor_prior_points_each_query_at_its_part_of_the_window():
     assert bias[0].argmax(-1).tolist() == list(range(10))
     # ... and, in a window of 5 real words, at the word covering that position.
     assert bias[1, :, :5].argmax(-1).tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
-
-
-def test_span_pooling_averages_the_words_between_the_boundaries():
-    words = torch.arange(6, dtype=torch.float32)[None, :, None].expand(2, 6, 2).contiguous()
-    p_left = torch.zeros(2, 1, 6)
-    p_right = torch.zeros(2, 1, 6)
-    p_left[0, 0, 2], p_right[0, 0, 4] = 1.0, 1.0  # certain span: words 2..4
-    p_left[1, 0, 1], p_right[1, 0, 1] = 1.0, 1.0  # one word
-    assert inside_mean(p_left, p_right, words)[:, 0, 0].tolist() == [3.0, 1.0]
-    # Uncertain boundaries: word 3 is inside only when left is at 3 (probability 0.5).
-    p_left[0, 0, 2:4] = 0.5
-    p_right[0, 0, 4] = 0.0
-    p_right[0, 0, 3] = 1.0
-    assert inside_mean(p_left, p_right, words)[0, 0, 0].item() == pytest.approx((2 * 0.5 + 3 * 1.0) / 1.5)
-
-
-def test_span_pooling_head_learns_and_round_trips(tmp_path):
-    """The switch builds, memorises the tiny nested data, and a saved pipeline predicts the same."""
-    import copy
-
-    config = copy.deepcopy(TINY_PIQN)
-    config["model"]["span_pooling"] = True
-    nlp, examples = train_tiny(config=config)
-    head = nlp.get_pipe("piqn").model.get_ref("head").layers[0].shims[0]._model
-    assert head.classifier.span_pooling and head.classifier.out.in_features == 4 * 32
-    assert nlp.evaluate(examples)["spans_sc_f"] == 1.0
-    texts = [eg.reference.text for eg in examples]
-    before = [[(s.start, s.end, s.label_) for s in d.spans["sc"]] for d in nlp.pipe(texts)]
-    nlp.to_disk(tmp_path / "p")
-    after = [[(s.start, s.end, s.label_) for s in d.spans["sc"]] for d in spacy.load(tmp_path / "p").pipe(texts)]
-    assert before == after
 
 
 @pytest.mark.parametrize("layers", [1, 2])

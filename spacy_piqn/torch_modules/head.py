@@ -216,27 +216,15 @@ class EntityPointer(nn.Module):
 
 class EntityClassifier(nn.Module):
     """Types each query's entity from the query, a query→word cross-attention and the
-    boundary-weighted sums of the words (index 0 is the "None" class); with ``span_pooling``
-    also the mean of the words inside the query's span, each weighted by the probability that
-    it lies between the left and the right boundary."""
+    boundary-weighted sums of the words (index 0 is the "None" class)."""
 
-    def __init__(
-        self,
-        width: int,
-        n_heads: int,
-        n_classes: int,
-        dropout: float,
-        cls_dropout: float,
-        pointer: str,
-        span_pooling: bool = False,
-    ):
+    def __init__(self, width: int, n_heads: int, n_classes: int, dropout: float, cls_dropout: float, pointer: str):
         super().__init__()
         self.pointer = pointer
-        self.span_pooling = span_pooling
         self.query_proj = nn.Linear(width, width)
         self.cross = nn.MultiheadAttention(width, n_heads, dropout=dropout, batch_first=True)
         self.dropout = nn.Dropout(cls_dropout)
-        self.out = nn.Linear((4 if span_pooling else 3) * width, n_classes)
+        self.out = nn.Linear(3 * width, n_classes)
 
     def forward(
         self,
@@ -249,25 +237,9 @@ class EntityClassifier(nn.Module):
         q = self.query_proj(F.relu(queries))
         attended, _ = self.cross(q, words, words, key_padding_mask=~word_mask, need_weights=False)
         q = q + attended
-        p_left = boundary_probs(left_logits, self.pointer)
-        p_right = boundary_probs(right_logits, self.pointer)
-        parts = [q, p_left @ words, p_right @ words]
-        if self.span_pooling:
-            parts.append(inside_mean(p_left, p_right, words))
-        return self.out(F.relu(self.dropout(torch.cat(parts, dim=-1))))
-
-
-def inside_mean(p_left: torch.Tensor, p_right: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
-    """(B, M, width): per query, the mean of the words weighted by P(left ≤ word ≤ right) =
-    P(left ≤ word) · P(right ≥ word), treating the two boundaries as independent. Sigmoid
-    pointers are normalised to distributions first. Padded words (probability 0 of being either
-    boundary) get weight 0."""
-    p_left = p_left / p_left.sum(-1, keepdim=True).clamp(min=1e-6)
-    p_right = p_right / p_right.sum(-1, keepdim=True).clamp(min=1e-6)
-    started = p_left.cumsum(-1)
-    not_ended = p_right.flip(-1).cumsum(-1).flip(-1)
-    inside = started * not_ended
-    return (inside @ words) / inside.sum(-1, keepdim=True).clamp(min=1e-6)
+        left = boundary_probs(left_logits, self.pointer) @ words
+        right = boundary_probs(right_logits, self.pointer) @ words
+        return self.out(F.relu(self.dropout(torch.cat([q, left, right], dim=-1))))
 
 
 class PIQNHead(nn.Module):
@@ -311,9 +283,7 @@ class PIQNHead(nn.Module):
         self.anchor_strength = s.anchor_strength
         self.left = EntityPointer(s.width, s.pointer_width or s.width, s.pointer_fusion)
         self.right = EntityPointer(s.width, s.pointer_width or s.width, s.pointer_fusion)
-        self.classifier = EntityClassifier(
-            s.width, s.n_heads, n_classes, s.dropout, s.classifier_dropout, s.pointer, s.span_pooling
-        )
+        self.classifier = EntityClassifier(s.width, s.n_heads, n_classes, s.dropout, s.classifier_dropout, s.pointer)
         # Per-word start/end logits trained on every gold boundary (no matching involved), so
         # the word encoder learns where entities begin and end from the first update.
         self.proposal_strength = s.proposal_strength
