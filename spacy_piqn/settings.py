@@ -21,7 +21,7 @@ FUSIONS = ("additive", "bilinear")
 class HeadSettings:
     """What the word-level part of PIQN looks like (see ``spacy-piqn.PIQN.v1`` for each)."""
 
-    width: int = 128
+    width: int = 192
     n_queries: int = 30
     n_layers: int = 1
     n_heads: int = 8
