@@ -47,6 +47,8 @@ def build_piqn_model(
     max_padded_words: int = D.max_padded_words,
     dense_boundaries: bool = D.dense_boundaries,
     proposal_strength: float = D.proposal_strength,
+    denoising: bool = D.denoising,
+    denoising_prior: float = D.denoising_prior,
 ) -> Model[List[Doc], PIQNOutput]:
     """PIQN's head on top of any spaCy token encoder.
 
@@ -94,6 +96,12 @@ def build_piqn_model(
         those, gets its boundary words added to its state and the pointer-logit bias
         −proposal_strength·(word index − proposed boundary)² (two-stage / mixed query selection,
         as in DINO). 0: the anchor prior. Measured slower than the anchors (bench/RESULTS.md).
+    denoising (bool): in training, add denoising queries (DN-DETR): per gold entity of a window
+        one more query, built from a noised copy (its label's embedding plus its boundary words),
+        that must give back the gold entity; no matching involved, and the M queries never attend
+        to them. The noise and the loss weight are component settings.
+    denoising_prior (float): the denoising queries' pointers get the bias
+        −denoising_prior·(word index − noised boundary)².
     """
     settings = _head_settings(locals())
     head = build_torch_head(settings, mixed_precision=mixed_precision, lr_scale=head_lr_scale)
@@ -175,6 +183,8 @@ def build_piqn_query_transformer_model(
     head_lr_scale: float = 1.0,
     max_padded_words: int = D.max_padded_words,
     dense_boundaries: bool = D.dense_boundaries,
+    denoising: bool = D.denoising,
+    denoising_prior: float = D.denoising_prior,
 ) -> Model[List[Doc], PIQNOutput]:
     """PIQN as in the paper: the head starts from the query states of a query-carrying
     transformer (``spacy-piqn.QueryTransformer.v1``), which reads each window with its context.
@@ -190,7 +200,7 @@ def build_piqn_query_transformer_model(
     head_lr_scale (float): the head, and the instance queries inside the encoder, learn at this
         multiple of [training.optimizer]'s rate; the pretrained transformer learns at the rate
         itself. PIQN trains everything at one rate (for 30-50 epochs).
-    max_padded_words, dense_boundaries: as in ``spacy-piqn.PIQN.v1``.
+    max_padded_words, dense_boundaries, denoising, denoising_prior: as in ``spacy-piqn.PIQN.v1``.
 
     The head has no n_queries or common_embedding: both belong to the encoder, whose query
     states (projected to hidden_width) replace the head's own query content.

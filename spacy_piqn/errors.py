@@ -145,6 +145,15 @@ class Errors:
         "initial_rate, got warmup_steps={warmup_steps}, total_steps={total_steps}, initial_rate={initial_rate}, "
         "final_rate={final_rate}."
     )
+    E048 = "[E048] denoising_prior must be >= 0 (0: denoising queries get no pointer prior), got {value}."
+    E049 = (
+        "[E049] denoising_boundary_noise must be >= 0 and denoising_label_noise between 0 and 1, got "
+        "{boundary} and {label}."
+    )
+    E050 = (
+        "[E050] Denoising queries were passed to a PIQN head built without `denoising = true`: build the model "
+        "with it (spacy-piqn.PIQN.v1) to train them."
+    )
 
     # -----------------------------------------------------------------------------------------------------
     # E100-E199: convert.py. The reasons of invalid records (E101-E122) become ConversionError's reason,

@@ -150,3 +150,45 @@ def dense_boundary_loss(dense: torch.Tensor, lengths: Sequence[int], gold: List[
     word_mask = torch.arange(n_words, device=device)[None, :] < torch.as_tensor(lengths, device=device)[:, None]
     bce = F.binary_cross_entropy_with_logits(dense.float(), target, reduction="none").sum(-1)
     return (bce * word_mask).sum() / word_mask.sum().clamp(min=1)
+
+
+def denoising_loss(
+    left: torch.Tensor,
+    right: torch.Tensor,
+    classes: torch.Tensor,
+    lengths: Sequence[int],
+    denoise: List[np.ndarray],
+    weights: LossSettings,
+    pointer: str = "softmax",
+) -> torch.Tensor:
+    """Sum over layers of the denoising queries' class CE + boundary loss, each a mean over
+    the real denoising queries, weighted as the matched queries' losses are.
+
+    left/right (L, B, D, n) and classes (L, B, D, C) are the logits of the D denoising queries
+    (padded to the batch's most); denoise[b] the (D_b, 6) array of gold (class, left, right)
+    and noised copy that built window b's queries: each must give back its gold entity."""
+    n_layers, batch, n_denoise, n_words = left.shape
+    device = left.device
+    rows_b = np.concatenate([np.full(len(d), b) for b, d in enumerate(denoise)] + [np.zeros(0, int)])
+    rows_d = np.concatenate([np.arange(len(d)) for d in denoise] + [np.zeros(0, int)])
+    if not len(rows_b):
+        return left.new_zeros(())
+    b_idx = torch.as_tensor(rows_b, device=device)
+    d_idx = torch.as_tensor(rows_d, device=device)
+    target = torch.as_tensor(np.concatenate(denoise)[:, :3], device=device)
+    word_mask = torch.arange(n_words, device=device)[None, :] < torch.as_tensor(lengths, device=device)[b_idx, None]
+    total = left.new_zeros(())
+    for layer in range(n_layers):
+        boundary = left.new_zeros(())
+        for logits, column in ((left, 1), (right, 2)):
+            matched = logits[layer, b_idx, d_idx].float()
+            if pointer == "softmax":
+                matched = matched.masked_fill(~word_mask, PAD_LOGIT)
+                boundary = boundary + F.cross_entropy(matched, target[:, column])
+            else:
+                onehot = F.one_hot(target[:, column], n_words).float()
+                bce = F.binary_cross_entropy_with_logits(matched, onehot, reduction="none")
+                boundary = boundary + (bce * word_mask).sum() / len(rows_b)
+        ce = F.cross_entropy(classes[layer, b_idx, d_idx].float(), target[:, 0])
+        total = total + weights.loss_boundary_weight * boundary + weights.loss_class_weight * ce
+    return weights.loss_denoising_weight * total

@@ -100,6 +100,9 @@ def make_piqn(
     loss_dense_weight: float = DL.loss_dense_weight,
     last_layer_n_slots: int = DL.last_layer_n_slots,
     iou_class_target: float = DL.iou_class_target,
+    denoising_boundary_noise: float = DL.denoising_boundary_noise,
+    denoising_label_noise: float = DL.denoising_label_noise,
+    loss_denoising_weight: float = DL.loss_denoising_weight,
 ) -> "PIQN":
     """Create a PIQN entity recognizer.
 
@@ -117,6 +120,10 @@ def make_piqn(
     iou_class_target (float): 0..1, how much a matched query's class target follows the IoU of its
         argmax span with its gold: the gold class gets 1 − value · (1 − IoU), "None" the rest, so
         class probabilities (and span scores) learn to rank well-placed spans above near misses.
+    denoising_boundary_noise (float): with denoising queries (a model built with ``denoising``),
+        each boundary of a gold entity's noised copy moves by up to ceil(value · its width) words.
+    denoising_label_noise (float): ... and its label is redrawn with this probability.
+    loss_denoising_weight (float): weight of the denoising queries' loss.
     class_threshold (float): keep a query's entity only if its class probability is above this.
     boundary_threshold (float): ... and both boundary probabilities are above this.
     decoding (str): "nested" (drop spans crossing a better one, one label per span) or "flat"
@@ -297,7 +304,12 @@ class PIQN(TrainablePipe):
         if not any(len(eg.predicted) for eg in examples):
             return losses
         set_dropout_rate(self.model, drop)
-        scores, backprop_scores = self.model.begin_update([eg.predicted for eg in examples])
+        if head_settings(self._head).denoising:
+            self.model.attrs["denoise"] = self._denoising(examples)
+        try:
+            scores, backprop_scores = self.model.begin_update([eg.predicted for eg in examples])
+        finally:
+            self.model.attrs.pop("denoise", None)
         loss, d_scores = self.get_loss(examples, scores)
         self.n_updates += 1
         backprop_scores(d_scores)
@@ -306,12 +318,37 @@ class PIQN(TrainablePipe):
         losses[self.name] += loss
         return losses
 
+    def _denoising(self, examples: List[Example]) -> Callable[[List[Window]], List[np.ndarray]]:
+        """The model's windows → each window's gold entities and their noised copies, which
+        enter the head as denoising queries in this update (``denoising``)."""
+        from .denoising import noised_copies
+
+        weights = LossSettings.from_cfg(self.cfg)
+        settings = head_settings(self._head)
+
+        def make(windows: List[Window]) -> List[np.ndarray]:
+            gold = self._window_gold(examples, windows, log=False)
+            # Seeded from numpy's global state, which spaCy's fix_random_seed sets.
+            rng = np.random.default_rng(np.random.randint(2**31))
+            lengths = [w.end - w.start for w in windows]
+            return noised_copies(
+                gold,
+                lengths,
+                len(self.labels) + 1,
+                weights.denoising_boundary_noise,
+                weights.denoising_label_noise,
+                settings.n_queries,
+                rng,
+            )
+
+        return make
+
     def get_loss(self, examples: Iterable[Example], scores: PIQNOutput) -> Tuple[float, PIQNOutput]:
         """Hungarian one-to-many assignment per window and layer, class CE + boundary BCE.
         RETURNS the loss and its gradient with respect to the head's logits."""
         from thinc.api import torch2xp, xp2torch
 
-        from .loss import dense_boundary_loss, piqn_loss
+        from .loss import denoising_loss, dense_boundary_loss, piqn_loss
 
         examples = list(examples)
         gold = self._window_gold(examples, scores.windows)
@@ -324,7 +361,13 @@ class PIQN(TrainablePipe):
             leaves.append(xp2torch(dense, requires_grad=True))
         weights = LossSettings.from_cfg(self.cfg)
         ordered = self.n_updates < self.cfg.get("ordered_warmup_updates", 0)
-        loss = piqn_loss(*leaves[:3], scores.lengths, gold, weights, ordered=ordered, pointer=self._pointer)
+        # Logits of denoising queries, where this update had them, follow the M queries'.
+        n_queries = head_settings(self._head).n_queries
+        left, right, classes = (t[:, :, :n_queries] for t in leaves[:3])
+        loss = piqn_loss(left, right, classes, scores.lengths, gold, weights, ordered=ordered, pointer=self._pointer)
+        if scores.denoise is not None:
+            left, right, classes = (t[:, :, n_queries:] for t in leaves[:3])
+            loss = loss + denoising_loss(left, right, classes, scores.lengths, scores.denoise, weights, self._pointer)
         if dense is not None:
             loss = loss + weights.loss_dense_weight * dense_boundary_loss(leaves[3], scores.lengths, gold)
         loss.backward()
@@ -332,16 +375,18 @@ class PIQN(TrainablePipe):
         grads = [torch2xp(t.grad) if t.grad is not None else self.model.ops.alloc(t.shape) for t in leaves]
         if dense is None:
             grads.append(None)
-        return float(loss.detach()), PIQNOutput(scores.windows, *grads)
+        return float(loss.detach()), PIQNOutput(scores.windows, *grads, scores.denoise)
 
-    def _window_gold(self, examples: List[Example], windows: List[Window]) -> List[np.ndarray]:
+    def _window_gold(self, examples: List[Example], windows: List[Window], log: bool = True) -> List[np.ndarray]:
         """Gold (class id, left, right) per window, inclusive and window-relative; what the
-        windows cannot use is logged once per batch and reason (``targets``)."""
+        windows cannot use is logged once per batch and reason (``targets``), unless ``log`` is
+        False (a second reading of the same batch)."""
         per_doc, n_unaligned = gold_spans(examples, self.key, self.labels, self.name)
         n_queries = head_settings(self._head).n_queries
         gold, report = window_targets(per_doc, windows, n_queries)
         report.n_unaligned = n_unaligned
-        report.log(n_queries)
+        if log:
+            report.log(n_queries)
         return gold
 
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "PIQN":

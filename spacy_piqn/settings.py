@@ -37,6 +37,8 @@ class HeadSettings:
     max_padded_words: int = 1024
     dense_boundaries: bool = False
     proposal_strength: float = 0.0
+    denoising: bool = False
+    denoising_prior: float = 0.25
 
     def __post_init__(self) -> None:
         if self.pointer not in POINTERS:
@@ -47,6 +49,8 @@ class HeadSettings:
             raise ValueError(Errors.E008.format(value=self.anchor_strength))
         if self.proposal_strength < 0:
             raise ValueError(Errors.E046.format(value=self.proposal_strength))
+        if self.denoising_prior < 0:
+            raise ValueError(Errors.E048.format(value=self.denoising_prior))
         if self.width % 2:
             raise ValueError(Errors.E009.format(width=self.width))
         if self.width % self.n_heads:
@@ -86,6 +90,12 @@ class LossSettings:
     # How much a matched query's class target follows its localization: the gold class gets
     # 1 − iou_class_target · (1 − IoU of the query's argmax span with its gold), "None" the rest.
     iou_class_target: float = 0.0
+    # Denoising queries (models built with HeadSettings.denoising): each boundary of a gold
+    # entity's training-only copy moves by up to ceil(denoising_boundary_noise · its width) words,
+    # its label is redrawn with probability denoising_label_noise; their loss has this weight.
+    denoising_boundary_noise: float = 0.4
+    denoising_label_noise: float = 0.2
+    loss_denoising_weight: float = 1.0
 
     def __post_init__(self) -> None:
         if self.n_slots < 1:
@@ -94,6 +104,10 @@ class LossSettings:
             raise ValueError(Errors.E043.format(value=self.last_layer_n_slots))
         if not 0.0 <= self.iou_class_target <= 1.0:
             raise ValueError(Errors.E045.format(value=self.iou_class_target))
+        if self.denoising_boundary_noise < 0 or not 0.0 <= self.denoising_label_noise <= 1.0:
+            raise ValueError(
+                Errors.E049.format(boundary=self.denoising_boundary_noise, label=self.denoising_label_noise)
+            )
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, Any]) -> "LossSettings":

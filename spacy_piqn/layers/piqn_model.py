@@ -9,7 +9,7 @@ from typing import Callable, List, Optional, Tuple
 
 from spacy.tokens import Doc
 from thinc.api import Model
-from thinc.types import Floats2d, Floats3d, Floats4d
+from thinc.types import Floats2d, Floats3d, Floats4d, Ints2d
 
 from ..windows import GetWindows, Window
 
@@ -18,17 +18,35 @@ from ..windows import GetWindows, Window
 class PIQNOutput:
     """Head logits for every window of a batch. left/right (L', B, M, n), classes (L', B, M, C);
     L' is every word-level layer in training and the last one at prediction. dense (B, n, 2):
-    per-word start/end logits of the dense boundary head ((B, n, 0) or None without one)."""
+    per-word start/end logits of the dense boundary head ((B, n, 0) or None without one).
+    denoise: in training with denoising queries, per window an int array (D, 6) of gold
+    (class, left, right) and its noised copy; their logits follow the M queries' (M + max D)."""
 
     windows: List[Window]
     left: Optional[Floats4d]
     right: Optional[Floats4d]
     classes: Optional[Floats4d]
     dense: Optional[Floats3d] = None
+    denoise: Optional[List[Ints2d]] = None
 
     @property
     def lengths(self) -> List[int]:
         return [w.end - w.start for w in self.windows]
+
+
+# attrs["denoise"] of a PIQN model during one training update (set by the component): the
+# windows → per-window (D, 6) arrays of gold entities and their noised copies.
+MakeDenoising = Callable[[List[Window]], List[Ints2d]]
+
+
+def head_with_denoising(model: Model, head: Model, windows: List[Window], is_train: bool) -> Optional[List[Ints2d]]:
+    """The denoising queries of this forward, handed to the head (``attrs["denoise"]``) as
+    noised (class, left, right) per window; None outside training or without them."""
+    make: Optional[MakeDenoising] = model.attrs.get("denoise")
+    denoise = make(windows) if is_train and make is not None else None
+    if denoise is not None:
+        head.attrs["denoise"] = [d[:, 3:6] for d in denoise]
+    return denoise
 
 
 def build_piqn(
@@ -65,7 +83,11 @@ def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[PIQNOutput, 
         return PIQNOutput(windows, None, None, None), lambda d_output: []
     vectors, backprop_tok2vec = tok2vec(docs, is_train)
     X = [vectors[w.doc][w.start : w.end] for w in windows]
-    (left, right, classes, dense), backprop_head = head(X, is_train)
+    denoise = head_with_denoising(model, head, windows, is_train)
+    try:
+        (left, right, classes, dense), backprop_head = head(X, is_train)
+    finally:
+        head.attrs.pop("denoise", None)
 
     def backprop(d_output: PIQNOutput) -> List[Doc]:
         dX = backprop_head((d_output.left, d_output.right, d_output.classes, d_output.dense))
@@ -74,7 +96,7 @@ def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[PIQNOutput, 
             d_vectors[window.doc][window.start : window.end] += dx
         return backprop_tok2vec(d_vectors)
 
-    return PIQNOutput(windows, left, right, classes, dense), backprop
+    return PIQNOutput(windows, left, right, classes, dense, denoise), backprop
 
 
 def build_piqn_query_transformer(
@@ -109,10 +131,14 @@ def forward_query_transformer(model: Model, docs: List[Doc], is_train: bool) -> 
     if not windows:
         return PIQNOutput(windows, None, None, None), lambda d_output: []
     states, backprop_encoder = encoder((docs, windows), is_train)
-    (left, right, classes, dense), backprop_head = head(states, is_train)
+    denoise = head_with_denoising(model, head, windows, is_train)
+    try:
+        (left, right, classes, dense), backprop_head = head(states, is_train)
+    finally:
+        head.attrs.pop("denoise", None)
 
     def backprop(d_output: PIQNOutput) -> List[Doc]:
         d_states = backprop_head((d_output.left, d_output.right, d_output.classes, d_output.dense))
         return backprop_encoder(d_states)
 
-    return PIQNOutput(windows, left, right, classes, dense), backprop
+    return PIQNOutput(windows, left, right, classes, dense, denoise), backprop

@@ -162,7 +162,15 @@ def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Any = None) -> Non
 
 
 def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Callable]:
-    return model.layers[0](X, is_train)
+    """``attrs["denoise"]``, set by the PIQN model for one training forward: per window an int
+    array (D, 3) of noised gold entities that enter as denoising queries after the M others."""
+    pytorch = model.layers[0]
+    if is_train and model.attrs.get("denoise") is not None:
+        pytorch.attrs["denoise"] = model.attrs["denoise"]
+    try:
+        return pytorch(X, is_train)
+    finally:
+        pytorch.attrs.pop("denoise", None)
 
 
 def convert_inputs(model: Model, X: InT, is_train: bool) -> Tuple[ArgsKwargs, Callable]:
@@ -172,7 +180,17 @@ def convert_inputs(model: Model, X: InT, is_train: bool) -> Tuple[ArgsKwargs, Ca
     def get_dX(dXt: ArgsKwargs) -> List[Floats2d]:
         return [torch2xp(g) if g is not None else model.ops.alloc2f(*x.shape) for g, x in zip(dXt.args[0], X)]
 
-    return ArgsKwargs(args=(Xt,), kwargs={"all_layers": is_train}), get_dX
+    return ArgsKwargs(args=(Xt,), kwargs={"all_layers": is_train, **denoise_kwargs(model)}), get_dX
+
+
+def denoise_kwargs(model: Model) -> Dict[str, Any]:
+    """The head's ``denoise`` argument, where this forward has denoising queries."""
+    denoise = model.attrs.get("denoise")
+    if denoise is None:
+        return {}
+    import torch
+
+    return {"denoise": [torch.as_tensor(d, dtype=torch.long) for d in denoise]}
 
 
 def convert_inputs_with_queries(model: Model, X: InT, is_train: bool) -> Tuple[ArgsKwargs, Callable]:
@@ -187,7 +205,8 @@ def convert_inputs_with_queries(model: Model, X: InT, is_train: bool) -> Tuple[A
         grads = zip(dXt.args[0], dXt.kwargs["queries"], X)
         return [(grad(g_w, words), grad(g_q, queries)) for g_w, g_q, (words, queries) in grads]
 
-    return ArgsKwargs(args=(Xt,), kwargs={"queries": Qt, "all_layers": is_train}), get_dX
+    kwargs = {"queries": Qt, "all_layers": is_train, **denoise_kwargs(model)}
+    return ArgsKwargs(args=(Xt,), kwargs=kwargs), get_dX
 
 
 def convert_outputs(model: Model, inputs_outputs: Tuple[Any, Any], is_train: bool) -> Tuple[OutT, Callable]:

@@ -104,7 +104,9 @@ class OneWayLayer(nn.Module):
         queries: torch.Tensor,
         position: torch.Tensor,
         word_mask: torch.Tensor,
+        query_mask: Optional[torch.Tensor] = None,
     ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """query_mask (B, Q, Q): which queries each query may attend to (default: all)."""
         n_words = words.shape[1]
         p_drop = self.attn_dropout if self.training else 0.0
         k_w, v_w = self._split(self.k(words)), self._split(self.v(words))
@@ -118,8 +120,12 @@ class OneWayLayer(nn.Module):
         if self.query_interaction:
             k_all = torch.cat([k_w, self._split(self.k(positioned))], dim=2)
             v_all = torch.cat([v_w, self._split(self.v(queries))], dim=2)
-            query_keys = key_mask.new_ones(key_mask.shape[:-1] + (queries.shape[1],))
-            query_mask = torch.cat([key_mask, query_keys], dim=-1)
+            n_queries = queries.shape[1]
+            if query_mask is None:
+                query_keys = key_mask.new_ones(key_mask.shape[:-1] + (n_queries,))
+                query_mask = torch.cat([key_mask, query_keys], dim=-1)
+            else:
+                query_mask = torch.cat([key_mask.expand(-1, -1, n_queries, -1), query_mask[:, None]], dim=-1)
         else:
             k_all, v_all, query_mask = k_w, v_w, key_mask
         query_ctx = F.scaled_dot_product_attention(q_e, k_all, v_all, attn_mask=query_mask, dropout_p=p_drop)
@@ -292,6 +298,15 @@ class PIQNHead(nn.Module):
         # mixed query selection): its pointers get a prior around that span's boundaries and
         # its state the span's boundary words.
         self.proposal_in = nn.Linear(2 * s.width, s.width) if s.proposal_strength else None
+        # Denoising queries (training only): a noised gold entity's label embedding plus its
+        # boundary words; their pointers get a prior around the noised boundaries.
+        self.denoising_prior = s.denoising_prior
+        if s.denoising:
+            self.denoise_label: Optional[nn.Embedding] = nn.Embedding(n_classes, s.width)
+            self.denoise_in: Optional[nn.Linear] = nn.Linear(2 * s.width, s.width)
+            self.denoise_norm: Optional[nn.LayerNorm] = nn.LayerNorm(s.width)
+        else:
+            self.denoise_label = self.denoise_in = self.denoise_norm = None
         for module in self.modules():
             if not isinstance(module, (nn.LSTM, nn.MultiheadAttention)):
                 init_weights(module)
@@ -318,15 +333,23 @@ class PIQNHead(nn.Module):
         windows: List[torch.Tensor],
         queries: Optional[List[torch.Tensor]] = None,
         all_layers: bool = False,
+        denoise: Optional[List[torch.Tensor]] = None,
     ) -> HeadOutput:
+        """denoise: per window a long tensor (D_i, 3) of noised gold entities (class, left,
+        right) to add as denoising queries after the M others (a model built with
+        ``denoising``; training only): the outputs then hold M + max D_i queries."""
+        n_denoise = max((len(d) for d in denoise), default=0) if denoise is not None else 0
         groups = length_groups([len(w) for w in windows], self.max_padded_words)
         if len(groups) == 1:
-            return self._forward(windows, queries, all_layers)
+            return self._forward(windows, queries, all_layers, denoise, n_denoise)
         n_words = max(len(w) for w in windows)
         parts = []
         for group in groups:
             group_queries = None if queries is None else [queries[i] for i in group]
-            left, right, classes, dense = self._forward([windows[i] for i in group], group_queries, all_layers)
+            group_denoise = None if denoise is None else [denoise[i] for i in group]
+            left, right, classes, dense = self._forward(
+                [windows[i] for i in group], group_queries, all_layers, group_denoise, n_denoise
+            )
             pad = (0, n_words - left.shape[-1])
             dense = F.pad(dense, (0, 0) + pad, value=PAD_LOGIT)
             parts.append((F.pad(left, pad, value=PAD_LOGIT), F.pad(right, pad, value=PAD_LOGIT), classes, dense))
@@ -335,7 +358,12 @@ class PIQNHead(nn.Module):
         return left, right, classes, in_input_order(list(streams[3]), groups, dim=0)
 
     def _forward(
-        self, windows: List[torch.Tensor], queries: Optional[List[torch.Tensor]], all_layers: bool
+        self,
+        windows: List[torch.Tensor],
+        queries: Optional[List[torch.Tensor]],
+        all_layers: bool,
+        denoise: Optional[List[torch.Tensor]] = None,
+        n_denoise: int = 0,
     ) -> HeadOutput:
         words, mask = self.encode_words(windows)
         content, position = self.queries()
@@ -352,9 +380,14 @@ class PIQNHead(nn.Module):
             # The same for every layer and both pointers.
             left_prior = anchor_prior(mask, self.n_queries, self.anchor_strength) if self.anchor_strength else None
             right_prior, dense = left_prior, None
+        query_mask = None
+        if denoise is not None and n_denoise:
+            state, position, left_prior, right_prior, query_mask = self._add_denoising(
+                words, mask, state, position, left_prior, right_prior, denoise, n_denoise
+            )
         lefts, rights, classes = [], [], []
         for i, layer in enumerate(self.layers):
-            words, state = layer(words, state, position, mask)
+            words, state = layer(words, state, position, mask, query_mask)
             if all_layers or i == len(self.layers) - 1:
                 left = self.left(words, state, mask, left_prior)
                 right = self.right(words, state, mask, right_prior)
@@ -366,6 +399,51 @@ class PIQNHead(nn.Module):
         elif dense is None:
             dense = words.new_zeros((words.shape[0], words.shape[1], 0))
         return torch.stack(lefts), torch.stack(rights), torch.stack(classes), dense
+
+    def _add_denoising(
+        self,
+        words: torch.Tensor,
+        mask: torch.Tensor,
+        state: torch.Tensor,
+        position: torch.Tensor,
+        left_prior: Optional[torch.Tensor],
+        right_prior: Optional[torch.Tensor],
+        denoise: List[torch.Tensor],
+        n_denoise: int,
+    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Append D = n_denoise denoising queries to the M others: state, position (B, M + D, w),
+        left/right priors (B, M + D, n) and the query mask (B, M + D, M + D). A denoising query
+        takes the position of the query anchored nearest its span's centre; the M queries never
+        attend to denoising queries (they carry gold), and a denoising query sees the M queries and
+        its own window's denoising queries (DN-DETR's attention mask)."""
+        if self.denoise_label is None or self.denoise_in is None or self.denoise_norm is None:
+            raise ValueError(Errors.E050)
+        batch, n_words, width = words.shape
+        n_queries = state.shape[1]
+        device = words.device
+        spans = torch.zeros((batch, n_denoise, 3), dtype=torch.long, device=device)
+        real = torch.zeros((batch, n_denoise), dtype=torch.bool, device=device)
+        for b, rows in enumerate(denoise):
+            spans[b, : len(rows)] = rows.to(device)
+            real[b, : len(rows)] = True
+        label, first, last = spans.unbind(-1)
+        boundary_words = torch.cat([words.gather(1, i[:, :, None].expand(-1, -1, width)) for i in (first, last)], -1)
+        noised = self.denoise_norm(self.denoise_label(label) + self.denoise_in(boundary_words))
+        lengths = mask.sum(-1, keepdim=True).clamp(min=1)
+        centre = (first + last + 1).float() / (2 * lengths)
+        nearest = (centre * n_queries).long().clamp(0, n_queries - 1)
+        position = torch.cat([position.expand(batch, -1, -1), position[nearest]], 1)
+        state = torch.cat([state, noised], 1)
+        priors = []
+        for prior, boundary in ((left_prior, first), (right_prior, last)):
+            if prior is None:
+                prior = words.new_zeros((batch, n_queries, n_words))
+            around = proposal_prior(boundary, n_words, self.denoising_prior)
+            priors.append(torch.cat([prior.expand(batch, -1, -1), around], 1))
+        query_mask = torch.ones((batch, n_queries + n_denoise, n_queries + n_denoise), dtype=torch.bool, device=device)
+        query_mask[:, :n_queries, n_queries:] = False
+        query_mask[:, n_queries:, n_queries:] = real[:, None, :]
+        return state, position, priors[0], priors[1], query_mask
 
     def _start_at_proposals(
         self, words: torch.Tensor, mask: torch.Tensor, state: torch.Tensor
