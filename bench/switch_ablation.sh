@@ -3,12 +3,14 @@
 # all trained at the same time, one `run_bench.py run` per row and seed (GENIA, tok2vec, full data).
 #
 #   bench/switch_ablation.sh RUNS_DIR [more run_bench.py run options]
-#   SEEDS="0 1" (default) picks the seeds; the options go to every run, e.g.
+#   SEEDS="0 1" (default) picks the seeds, ROWS the rows (default: all), EVAL the evaluation interval (50),
+#   SPANCAT=0 leaves spancat out; the options go to every run, e.g.
 #   bench/switch_ablation.sh /tmp/abl --gpu-id 0 --data-dir DATA --max-steps 1000 --wall-s 330 --grace-s 120
 #
 # Every row starts from configs/piqn_tok2vec.cfg (the harness's `piqn`): PAPER holds the --set values that make
 # it the paper config; a row drops the values of its one switch. Rows with the default's schedule keep its decay
 # over 6,000 updates, whatever --max-steps says, so their first updates match the 20-minute runs'.
+# The merge row trains exactly as the paper row (the switch is decoding only); dn is the default plus denoising queries.
 # Each run writes RUNS_DIR/NAME.log and RUNS_DIR/NAME/.../train_log.jsonl (dev F at every evaluation).
 set -u
 runs=${1:?usage: switch_ablation.sh RUNS_DIR [run_bench.py run options]}
@@ -35,6 +37,7 @@ declare -A rows=(
     [optim]="$sched $size $pointer $anchor $fusion $cls $merge"
     [small]="$optim $pointer $anchor $fusion $cls $merge"
     [default]="$sched"
+    [dn]="$sched --set $s:components.piqn.model.denoising=true"
 )
 mkdir -p "$runs"
 run() {
@@ -42,14 +45,14 @@ run() {
     shift 3
     python "$here/run_bench.py" run --mode full --datasets genia --encoders tok2vec --systems "$system" \
         --repeats 1 --train-threads 1 --infer-threads 1 --runs-dir "$runs/$name" --results "$runs/$name.jsonl" \
-        --plot "$runs/$name.png" --set "$system:system.seed=$seed" --set "$system:training.eval_frequency=50" \
+        --plot "$runs/$name.png" --set "$system:system.seed=$seed" --set "$system:training.eval_frequency=${EVAL:-50}" \
         "$@" >"$runs/$name.log" 2>&1
 }
 for seed in ${SEEDS:-0 1}; do
-    for row in "${!rows[@]}"; do
+    for row in ${ROWS:-${!rows[@]}}; do
         # shellcheck disable=SC2086  # the row's --set list is meant to split into words
         eval "run ${row}_s$seed piqn $seed ${rows[$row]} \"\$@\"" &
     done
-    run "spancat_s$seed" spancat "$seed" "$@" &
+    [ "${SPANCAT:-1}" = 0 ] || run "spancat_s$seed" spancat "$seed" "$@" &
 done
 wait
