@@ -51,7 +51,8 @@ def test_matched_queries_never_see_the_denoising_queries(max_padded_words):
     )
     head = PIQNHead(16, 4, settings).eval()
     words = [torch.randn(9, 16), torch.randn(5, 16)]
-    denoise = [torch.tensor([[1, 0, 2], [3, 4, 4], [2, 5, 8]]), torch.tensor([[2, 1, 3]])]
+    # Window 1 has one denoising query; class 0 marks the padding rows.
+    denoise = torch.tensor([[[1, 0, 2], [3, 4, 4], [2, 5, 8]], [[2, 1, 3], [0, 0, 0], [0, 0, 0]]])
     with torch.no_grad():
         plain = head(words, all_layers=True)
         noised = head(words, all_layers=True, denoise=denoise)

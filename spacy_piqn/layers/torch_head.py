@@ -184,13 +184,18 @@ def convert_inputs(model: Model, X: InT, is_train: bool) -> Tuple[ArgsKwargs, Ca
 
 
 def denoise_kwargs(model: Model) -> Dict[str, Any]:
-    """The head's ``denoise`` argument, where this forward has denoising queries."""
+    """The head's ``denoise`` argument, where this forward has denoising queries: the windows'
+    (D_i, 3) arrays padded into one (B, max D_i, 3) tensor (class 0 marks padding)."""
     denoise = model.attrs.get("denoise")
     if denoise is None:
         return {}
+    import numpy
     import torch
 
-    return {"denoise": [torch.as_tensor(d, dtype=torch.long) for d in denoise]}
+    padded = numpy.zeros((len(denoise), max((len(d) for d in denoise), default=0), 3), dtype=numpy.int64)
+    for i, rows in enumerate(denoise):
+        padded[i, : len(rows)] = rows
+    return {"denoise": torch.as_tensor(padded)}
 
 
 def convert_inputs_with_queries(model: Model, X: InT, is_train: bool) -> Tuple[ArgsKwargs, Callable]:

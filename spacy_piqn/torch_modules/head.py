@@ -333,22 +333,21 @@ class PIQNHead(nn.Module):
         windows: List[torch.Tensor],
         queries: Optional[List[torch.Tensor]] = None,
         all_layers: bool = False,
-        denoise: Optional[List[torch.Tensor]] = None,
+        denoise: Optional[torch.Tensor] = None,
     ) -> HeadOutput:
-        """denoise: per window a long tensor (D_i, 3) of noised gold entities (class, left,
-        right) to add as denoising queries after the M others (a model built with
-        ``denoising``; training only): the outputs then hold M + max D_i queries."""
-        n_denoise = max((len(d) for d in denoise), default=0) if denoise is not None else 0
+        """denoise: a long tensor (B, D, 3) of noised gold entities (class, left, right) per
+        window, to add as denoising queries after the M others (a model built with ``denoising``;
+        training only; rows of class 0 are padding): the outputs then hold M + D queries."""
         groups = length_groups([len(w) for w in windows], self.max_padded_words)
         if len(groups) == 1:
-            return self._forward(windows, queries, all_layers, denoise, n_denoise)
+            return self._forward(windows, queries, all_layers, denoise)
         n_words = max(len(w) for w in windows)
         parts = []
         for group in groups:
             group_queries = None if queries is None else [queries[i] for i in group]
-            group_denoise = None if denoise is None else [denoise[i] for i in group]
+            group_denoise = None if denoise is None else denoise[group]
             left, right, classes, dense = self._forward(
-                [windows[i] for i in group], group_queries, all_layers, group_denoise, n_denoise
+                [windows[i] for i in group], group_queries, all_layers, group_denoise
             )
             pad = (0, n_words - left.shape[-1])
             dense = F.pad(dense, (0, 0) + pad, value=PAD_LOGIT)
@@ -362,8 +361,7 @@ class PIQNHead(nn.Module):
         windows: List[torch.Tensor],
         queries: Optional[List[torch.Tensor]],
         all_layers: bool,
-        denoise: Optional[List[torch.Tensor]] = None,
-        n_denoise: int = 0,
+        denoise: Optional[torch.Tensor] = None,
     ) -> HeadOutput:
         words, mask = self.encode_words(windows)
         content, position = self.queries()
@@ -381,9 +379,9 @@ class PIQNHead(nn.Module):
             left_prior = anchor_prior(mask, self.n_queries, self.anchor_strength) if self.anchor_strength else None
             right_prior, dense = left_prior, None
         query_mask = None
-        if denoise is not None and n_denoise:
+        if denoise is not None and denoise.shape[1]:
             state, position, left_prior, right_prior, query_mask = self._add_denoising(
-                words, mask, state, position, left_prior, right_prior, denoise, n_denoise
+                words, mask, state, position, left_prior, right_prior, denoise
             )
         lefts, rights, classes = [], [], []
         for i, layer in enumerate(self.layers):
@@ -408,10 +406,9 @@ class PIQNHead(nn.Module):
         position: torch.Tensor,
         left_prior: Optional[torch.Tensor],
         right_prior: Optional[torch.Tensor],
-        denoise: List[torch.Tensor],
-        n_denoise: int,
+        denoise: torch.Tensor,
     ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Append D = n_denoise denoising queries to the M others: state, position (B, M + D, w),
+        """Append the D denoising queries of ``denoise`` (B, D, 3) to the M others: state, position (B, M + D, w),
         left/right priors (B, M + D, n) and the query mask (B, M + D, M + D). A denoising query
         takes the position of the query anchored nearest its span's centre; the M queries never
         attend to denoising queries (they carry gold), and a denoising query sees the M queries and
@@ -419,14 +416,10 @@ class PIQNHead(nn.Module):
         if self.denoise_label is None or self.denoise_in is None or self.denoise_norm is None:
             raise ValueError(Errors.E050)
         batch, n_words, width = words.shape
-        n_queries = state.shape[1]
+        n_queries, n_denoise = state.shape[1], denoise.shape[1]
         device = words.device
-        spans = torch.zeros((batch, n_denoise, 3), dtype=torch.long, device=device)
-        real = torch.zeros((batch, n_denoise), dtype=torch.bool, device=device)
-        for b, rows in enumerate(denoise):
-            spans[b, : len(rows)] = rows.to(device)
-            real[b, : len(rows)] = True
-        label, first, last = spans.unbind(-1)
+        label, first, last = denoise.to(device).unbind(-1)
+        real = label > 0
         boundary_words = torch.cat([words.gather(1, i[:, :, None].expand(-1, -1, width)) for i in (first, last)], -1)
         noised = self.denoise_norm(self.denoise_label(label) + self.denoise_in(boundary_words))
         lengths = mask.sum(-1, keepdim=True).clamp(min=1)
