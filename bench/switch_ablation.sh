@@ -3,8 +3,10 @@
 # all trained at the same time, one `run_bench.py run` per row and seed (GENIA, tok2vec, full data).
 #
 #   bench/switch_ablation.sh RUNS_DIR [more run_bench.py run options]
-#   SEEDS="0 1" (default) picks the seeds, ROWS the rows (default: all), EVAL the evaluation interval (50),
-#   SPANCAT=0 leaves spancat out; the options go to every run, e.g.
+#   SEEDS="0 1" (default) picks the seeds, ROWS the rows in the order they start (default: all), EVAL the
+#   evaluation interval (50), SPANCAT=0 leaves spancat out, JOBS=N runs at most N trainings at a time (default:
+#   all at once; on a small machine JOBS=2 keeps memory bounded and finishes rows one after the other); the
+#   options go to every run, e.g.
 #   bench/switch_ablation.sh /tmp/abl --gpu-id 0 --data-dir DATA --max-steps 1000 --wall-s 330 --grace-s 120
 #
 # Every row starts from configs/piqn_tok2vec.cfg (the harness's `piqn`): PAPER holds the --set values that make
@@ -48,11 +50,19 @@ run() {
         --plot "$runs/$name.png" --set "$system:system.seed=$seed" --set "$system:training.eval_frequency=${EVAL:-50}" \
         "$@" >"$runs/$name.log" 2>&1
 }
+throttle() {
+    # Wait for a free slot when JOBS caps the number of trainings at a time.
+    while [ -n "${JOBS:-}" ] && [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do
+        wait -n
+    done
+}
 for seed in ${SEEDS:-0 1}; do
     for row in ${ROWS:-${!rows[@]}}; do
+        throttle
         # shellcheck disable=SC2086  # the row's --set list is meant to split into words
         eval "run ${row}_s$seed piqn $seed ${rows[$row]} \"\$@\"" &
     done
+    throttle
     [ "${SPANCAT:-1}" = 0 ] || run "spancat_s$seed" spancat "$seed" "$@" &
 done
 wait
