@@ -4,6 +4,7 @@ import contextlib
 import os
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
+import numpy
 from thinc.api import ArgsKwargs, Model, Optimizer, PyTorchGradScaler, PyTorchShim, torch2xp, xp2torch
 from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.types import Floats2d, Floats3d, Floats4d
@@ -189,7 +190,6 @@ def denoise_kwargs(model: Model) -> Dict[str, Any]:
     denoise = model.attrs.get("denoise")
     if denoise is None:
         return {}
-    import numpy
     import torch
 
     padded = numpy.zeros((len(denoise), max((len(d) for d in denoise), default=0), 3), dtype=numpy.int64)
