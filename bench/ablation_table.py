@@ -7,6 +7,9 @@ A runs directory holds one `run_bench.py run` per row and seed (NAME = ROW_sSEED
 evaluation at every `eval_frequency` updates (`train_log.jsonl`). `--append` stores the curves in the format of
 `bench/switch_ablation_h100.jsonl` ([update, F in %, seconds] per evaluation), so the table can be printed again
 without the runs. Prints a markdown table: one line per row, "seed 0 / seed 1 / ..." per update ("–": not reached).
+Where a run finished (RUNS_DIR/NAME.jsonl, the harness's result), a last column gives the dev F of the model it kept
+(model-best, scored by `run_bench.py infer`) and the updates it made: for runs stopped by the harness's wall limit
+(`--mode full`: 20 minutes), that is the F at the budget.
 """
 
 import argparse
@@ -35,18 +38,32 @@ def curves_from_runs(runs: Path, machine: Optional[str]) -> List[Dict[str, Any]]
         header = (runs / f"{run_dir.name}.log").read_text(encoding="utf8").splitlines()[:1]
         commit = re.search(r"commit ([0-9a-f]{7})", header[0]) if header else None
         mtime = datetime.fromtimestamp(logs[0].stat().st_mtime, timezone.utc)
-        records.append(
-            {
-                "row": match["row"],
-                "seed": int(match["seed"]),
-                "system": system,
-                "curve": curve,
-                "commit": commit[1] if commit else "unknown",
-                "machine": machine or (header[0].rsplit("; ", 1)[-1] if header else "unknown"),
-                "date": mtime.strftime("%Y-%m-%dT%H:%MZ"),
-            }
-        )
+        record = {
+            "row": match["row"],
+            "seed": int(match["seed"]),
+            "system": system,
+            "curve": curve,
+            "commit": commit[1] if commit else "unknown",
+            "machine": machine or (header[0].rsplit("; ", 1)[-1] if header else "unknown"),
+            "date": mtime.strftime("%Y-%m-%dT%H:%MZ"),
+        }
+        result = runs / f"{run_dir.name}.jsonl"
+        if result.exists():
+            record["final"] = final_result(result)
+        records.append(record)
     return records
+
+
+def final_result(path: Path) -> Dict[str, Any]:
+    """What the harness measured on the kept model: dev F in %, updates made, why training stopped."""
+    result = json.loads(path.read_text(encoding="utf8").splitlines()[-1])
+    return {
+        "f": round(100 * result["f"], 2),
+        "steps": result["steps"],
+        "stopped_by": result["stopped_by"],
+        "train_loop_s": result["train_loop_s"],
+        "model": result["model"],
+    }
 
 
 def f_at(curve: List[List[float]], step: int) -> Optional[float]:
@@ -65,12 +82,19 @@ def markdown(records: List[Dict[str, Any]], steps: List[int]) -> str:
         "| row | " + " | ".join(f"F at {step:,} (seeds {seed_list})" for step in steps) + " |",
         "|---" * (len(steps) + 1) + "|",
     ]
+    with_final = any("final" in r for r in records)
+    if with_final:
+        lines[0] += f" final dev F, updates made (seeds {seed_list}) |"
+        lines[1] += "---|"
     for row, runs in rows.items():
         by_seed = {r["seed"]: r["curve"] for r in runs}
         cells = []
         for step in steps:
             values = [f_at(by_seed.get(seed, []), step) for seed in seeds]
             cells.append(" / ".join("–" if v is None else f"{v:.1f}" for v in values))
+        if with_final:
+            finals = [next((r.get("final") for r in runs if r["seed"] == seed), None) for seed in seeds]
+            cells.append(" / ".join("–" if x is None else f"{x['f']:.1f} ({x['steps']:,})" for x in finals))
         lines.append(f"| {row} | {' | '.join(cells)} |")
     return "\n".join(lines)
 
