@@ -117,7 +117,9 @@ ENCODERS = {
         configs={
             "piqn": REPO / "configs" / "piqn_tok2vec.cfg",
             "spancat": BENCH / "configs" / "spancat_tok2vec.cfg",
+            "spancat_tuned": BENCH / "configs" / "spancat_tok2vec_tuned.cfg",
             "ner": BENCH / "configs" / "ner_tok2vec.cfg",
+            "ner_tuned": BENCH / "configs" / "ner_tok2vec_tuned.cfg",
         },
         pipe="tok2vec",
         batch_size=256,
@@ -148,10 +150,20 @@ class Dataset:
 DATASETS = {
     "genia": Dataset(nested=True, baseline="spancat", piqn_decoding="nested"),
     "conll03": Dataset(nested=False, baseline="ner", piqn_decoding="flat"),
+    "germeval2014": Dataset(nested=True, baseline="spancat", piqn_decoding="nested"),
 }
 
 # The dev score each system's training log reports as its strict F (ner scores doc.ents).
-TRAIN_F_KEY = {"piqn": "spans_sc_f", "piqn_qt": "spans_sc_f", "spancat": "spans_sc_f", "ner": "ents_f"}
+TRAIN_F_KEY = {
+    "piqn": "spans_sc_f",
+    "piqn_qt": "spans_sc_f",
+    "spancat": "spans_sc_f",
+    "spancat_tuned": "spans_sc_f",
+    "ner": "ents_f",
+    "ner_tuned": "ents_f",
+}
+# Baselines with PIQN's optimizer setting (warm-up, decay to half the peak, weight averages), next to the stock ones.
+TUNED = {"spancat": "spancat_tuned", "ner": "ner_tuned"}
 PIQN_SYSTEMS = ("piqn", "piqn_qt")
 # PIQN freezes BERT for 5 of its 50 GENIA epochs; a budgeted run freezes the same share of its max_steps.
 FREEZE_SHARE = 0.1
@@ -163,6 +175,8 @@ class RunResult:
     encoder: str
     dataset: str
     split: str
+    seed: int
+    budget: str
     p: float | None
     r: float | None
     f: float | None
@@ -359,6 +373,7 @@ def write_run_config(
     ngram_max: int | None,
     trf_name: str | None,
     overrides: Sequence[tuple[str, str, Any]] = (),
+    clock: str = "wall",
 ) -> Path:
     """The system's config with this run's corpus, budget, logger (and ngram sizes / decoding) filled in."""
     from spacy.util import load_config
@@ -375,6 +390,7 @@ def write_run_config(
         "@loggers": "spacy-piqn-bench.TimedConsoleLogger.v1",
         "path": str(run_dir / "train_log.jsonl"),
         "max_wall_s": budget.wall_s,
+        "clock": clock,
         "progress_bar": False,
     }
     learn_rate = training["optimizer"].get("learn_rate")
@@ -395,7 +411,7 @@ def write_run_config(
             for key in parents:
                 section = section[key]
             section[leaf] = value
-    if system == "spancat":
+    if system.startswith("spancat"):
         config["components"]["spancat"]["suggester"]["sizes"] = list(range(1, ngram_max + 1))
     path = run_dir / "config.cfg"
     config.to_disk(path)
@@ -464,15 +480,16 @@ def infer(
     predicted = list(nlp.pipe((eg.predicted for eg in examples), batch_size=batch_size))
     scored = []
     for doc, eg in zip(predicted, examples):
-        if system == "ner":
+        if system.startswith("ner"):
             doc.spans["sc"] = SpanGroup(doc, name="sc", spans=list(doc.ents))
         scored.append(Example(doc, eg.reference))
     scores = piqn_score(scored, spans_key="sc")
     word_lists = [[token.text for token in eg.reference] for eg in examples]
-    sents, words = pipe_rate(nlp, word_lists, batch_size, repeats)
+    sents = words = enc_sents = enc_words = None
+    if repeats > 0:
+        sents, words = pipe_rate(nlp, word_lists, batch_size, repeats)
     pipe = ENCODERS[encoder].pipe
-    enc_sents = enc_words = None
-    if pipe in nlp.pipe_names:
+    if repeats > 0 and pipe in nlp.pipe_names:
         with nlp.select_pipes(enable=[pipe]):
             enc_sents, enc_words = pipe_rate(nlp, word_lists, batch_size, repeats)
     return {
@@ -515,6 +532,12 @@ class Trained:
     killed: bool = False  # by run_watched past wall_s + grace_s: evaluated from model-best all the same
 
 
+def kill_after_s(budget: Budget, args: argparse.Namespace) -> float:
+    """When a training that ignores its time limit is killed: a CPU-time limit can take up to three times as long
+    in wall time on a loaded machine."""
+    return budget.wall_s * (3 if args.clock == "cpu" else 1) + args.grace_s
+
+
 def train_one(
     system: str,
     encoder: str,
@@ -528,8 +551,9 @@ def train_one(
     run_dir = args.runs_dir / mode_name / dataset / encoder / system
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path = write_run_config(
-        system, encoder, dataset, budget, data["train"], data["dev"], run_dir, ngram_max, args.trf_name, args.set
-    )
+        system, encoder, dataset, budget, data["train"], data["dev"], run_dir, ngram_max, args.trf_name, args.set,
+        args.clock,
+    )  # fmt: skip
     train_cmd = [
         sys.executable, "-m", "spacy", "train", str(config_path),
         "--output", str(run_dir), "--code", str(LOGGER_CODE), "--gpu-id", str(args.gpu_id),
@@ -539,7 +563,7 @@ def train_one(
           f"log {run_dir / 'train.log'}", flush=True)  # fmt: skip
     train_load = round(os.getloadavg()[0], 2)
     code, train_s, train_peak, killed = run_watched(
-        train_cmd, run_dir / "train.log", child_env(args.train_threads), budget.wall_s + args.grace_s
+        train_cmd, run_dir / "train.log", child_env(args.train_threads), kill_after_s(budget, args)
     )
     return Trained(
         system, encoder, dataset, budget, run_dir, config_path, code, train_s, train_peak, train_load, killed
@@ -572,12 +596,29 @@ def evaluate_one(
         steps, stopped_by = budget.max_steps + 1, "max_steps"  # spaCy's steps count from 0
     f_key = TRAIN_F_KEY[system]
     best = max(evals, key=lambda row: row["score"]) if evals else None
+    batch_size = args.batch_size or ENCODERS[encoder].batch_size
+    last_f = None
+    if stop and best and stop["steps"] > best["step"] + 1 and (run_dir / "model-last" / "meta.json").exists():
+        # A time limit stops training between evaluations: spaCy's model-best lacks the updates since the last
+        # one, so model-last (saved with the same weight averages) is scored once more and kept if it is better.
+        last_json = run_dir / "infer-last.json"
+        last_cmd = [
+            sys.executable, str(Path(__file__).resolve()), "infer", str(run_dir / "model-last"), str(data["dev"]),
+            "--system", system, "--encoder", encoder, "--batch-size", str(batch_size), "--threads",
+            str(args.infer_threads), "--repeats", "0", "--output", str(last_json), "--gpu-id", str(args.gpu_id),
+        ]  # fmt: skip
+        code, _, _, _ = run_watched(last_cmd, run_dir / "infer-last.log", child_env(args.infer_threads), 3600)
+        if code != 0:
+            raise RuntimeError(f"scoring model-last failed (exit {code}); see {run_dir / 'infer-last.log'}")
+        last_f = json.loads(last_json.read_text())["f"] or 0.0
+        if last_f > best["scores"].get(f_key, 0.0):
+            model = run_dir / "model-last"
     print(f"[{dataset}/{encoder}/{system}] trained {steps} steps in {train_s:.0f}s (stopped by {stopped_by}), "
-          f"best dev {f_key} {100 * best['scores'].get(f_key, 0):.2f} at step {best['step']}; evaluating {model.name}",
+          f"best dev {f_key} {100 * best['scores'].get(f_key, 0):.2f} at step {best['step']}"
+          f"{'' if last_f is None else f', model-last {100 * last_f:.2f}'}; evaluating {model.name}",
           flush=True)  # fmt: skip
 
     infer_json = run_dir / "infer.json"
-    batch_size = args.batch_size or ENCODERS[encoder].batch_size
     infer_cmd = [
         sys.executable, str(Path(__file__).resolve()), "infer", str(model), str(data["dev"]),
         "--system", system, "--encoder", encoder, "--batch-size", str(batch_size), "--threads", str(args.infer_threads),
@@ -608,6 +649,8 @@ def evaluate_one(
         "train_loop_s": round(stop["wall_s"] if stop else (evals[-1]["wall_s"] if evals else train_s), 1),
         "best_step": best["step"] if best else None,
         "model": model.name,
+        "model_last_f": None if last_f is None else round(100 * last_f, 2),
+        "clock": args.clock,
         "n_train_docs": env_info["n_train"][dataset],
         "n_dev_docs": measured["n_docs"],
         "n_dev_words": measured["n_words"],
@@ -621,20 +664,26 @@ def evaluate_one(
     changed = {dotted: value for target, dotted, value in args.set if target == system}
     if changed:
         extra["set"] = changed
-    if system == "spancat":
+    if system.startswith("spancat"):
         extra["ngram_sizes"] = f"1-{ngram_max}"
     if ENCODERS[encoder].transformer:
         extra["trf_name"] = args.trf_name or "config default"
+    from spacy.util import load_config
+
+    run_config = load_config(config_path, interpolate=True)
+    budget_name = f"{budget.wall_s / 60:g}min" if stopped_by != "max_steps" else f"{budget.max_steps}steps"
     result = RunResult(
         system=system,
         encoder=encoder,
         dataset=dataset,
         split=SPLIT,
-        p=measured["p"],
-        r=measured["r"],
-        f=measured["f"],
-        loc_f=measured["loc_f"],
-        cls_f=measured["cls_f"],
+        seed=run_config["training"]["seed"],
+        budget=budget_name,
+        p=percent(measured["p"]),
+        r=percent(measured["r"]),
+        f=percent(measured["f"]),
+        loc_f=percent(measured["loc_f"]),
+        cls_f=percent(measured["cls_f"]),
         train_s=round(train_s, 1),
         infer_sents_per_s=round(measured["infer_sents_per_s"], 1),
         infer_words_per_s=round(measured["infer_words_per_s"], 1),
@@ -649,12 +698,17 @@ def evaluate_one(
     return result, curve
 
 
+def percent(value: float | None) -> float | None:
+    """Scores are stored in %, to two decimals."""
+    return None if value is None else round(100 * value, 2)
+
+
 def rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
 
 def pct(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.2f}"
+    return "-" if value is None else f"{value:.2f}"
 
 
 def count(value: float | None) -> str:
@@ -754,7 +808,7 @@ def run_command(args: argparse.Namespace) -> None:
                     wall_s=args.wall_s if args.wall_s is not None else budget.wall_s,
                     eval_frequency=budget.eval_frequency,
                 )
-            systems = [s for s in (*PIQN_SYSTEMS, baseline) if s in ENCODERS[encoder].configs]
+            systems = [s for s in (*PIQN_SYSTEMS, baseline, TUNED[baseline]) if s in ENCODERS[encoder].configs]
             if args.systems:
                 systems = [s for s in systems if s in args.systems.split(",")]
 
@@ -827,7 +881,14 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--n-dev", type=int, help="override the mode's number of dev sentences (0: all)")
     run.add_argument("--repeats", type=int, help="timed nlp.pipe passes, best counts (default: the mode's)")
     run.add_argument("--max-steps", type=int, help="override the mode's max_steps (all systems alike)")
-    run.add_argument("--wall-s", type=float, help="override the mode's training wall limit (all systems alike)")
+    run.add_argument("--wall-s", type=float, help="override the mode's training time limit (all systems alike)")
+    run.add_argument(
+        "--clock",
+        choices=("cpu", "wall"),
+        default="cpu",
+        help="what the time limit counts: the training process's CPU time (default; other load on the machine "
+        "does not shrink the budget) or wall time",
+    )
     run.add_argument("--batch-size", type=int, help="nlp.pipe batch size (default: 256 tok2vec, 64 minilm)")
     run.add_argument("--train-threads", type=int, default=1, help="OMP/torch threads of spacy train")
     run.add_argument("--infer-threads", type=int, default=2, help="torch threads for inference and timing")
@@ -838,7 +899,7 @@ def main(argv: list[str] | None = None) -> None:
         help="kill spacy train this long after its wall limit (counted from its start: start-up counts)",
     )
     run.add_argument("--infer-timeout-s", type=float, default=3600)
-    run.add_argument("--systems", help="comma-separated subset of piqn,piqn_qt,spancat,ner (default: all)")
+    run.add_argument("--systems", help=f"comma-separated subset of {','.join(TRAIN_F_KEY)} (default: all)")
     run.add_argument("--gpu-id", type=int, default=-1, help="train and run the pipelines on this GPU (-1: CPU)")
     run.add_argument("--parallel", action="store_true", help="train a dataset's systems at the same time")
     run.add_argument(
@@ -857,7 +918,7 @@ def main(argv: list[str] | None = None) -> None:
     inf = sub.add_parser("infer", help="score one trained pipeline on gold tokens and time it")
     inf.add_argument("model", type=Path)
     inf.add_argument("data", type=Path, help=".spacy DocBin with gold doc.spans['sc']")
-    inf.add_argument("--system", choices=("piqn", "piqn_qt", "spancat", "ner"), required=True)
+    inf.add_argument("--system", choices=sorted(TRAIN_F_KEY), required=True)
     inf.add_argument("--encoder", choices=sorted(ENCODERS), required=True)
     inf.add_argument("--batch-size", type=int, default=256)
     inf.add_argument("--threads", type=int, default=2)
