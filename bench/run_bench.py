@@ -247,6 +247,8 @@ def child_env(threads: int) -> dict[str, str]:
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env[name] = str(threads)
     env["PYTHONUNBUFFERED"] = "1"
+    # This checkout's spacy_piqn, also where another one is installed (e.g. editable, from a worktree's main).
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
     return env
 
 
