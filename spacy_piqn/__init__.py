@@ -5,7 +5,7 @@ windows, scorer, callbacks and learning-rate schedule (the factory and architect
 points, so an installed package is imported as soon as a config names them).
 """
 
-from . import architectures, callbacks, corpus, schedules, scorer, windows  # noqa: F401  (registrations)
+from . import architectures, callbacks, corpus, legacy, schedules, scorer, windows  # noqa: F401  (registrations)
 from .pipeline import PIQN, make_piqn
 
 __version__ = "0.1.0"

@@ -28,7 +28,6 @@ class Errors:
         "spacy_piqn convert --spans-key {key}) and that [corpora] keeps them (max_length = 0, "
         "gold_preproc = false: both would drop doc.spans)."
     )
-    E004 = "[E004] decoding must be one of {modes}, got {value!r} (piqn component '{name}')."
     E005 = (
         "[E005] Could not load the weights of the piqn component '{name}' from {path}: {reason}. "
         "The file is missing or corrupted; save the pipeline again with nlp.to_disk()."
@@ -135,24 +134,30 @@ class Errors:
     E040 = "[E040] {path}:{line}: not valid JSON ({reason})."
     E041 = "[E041] {path}:{line}: needs a 'tokens' list or a 'text' string."
     E042 = "[E042] {path}: no documents (every line is blank)."
-    # settings.py (LossSettings), added later
-    E043 = "[E043] last_layer_n_slots must be >= 0 (0: n_slots), got {value}."
+    # settings.py, schedules.py
     E044 = "[E044] Unknown piqn component setting(s) {names}; the settings are {known}."
-    E045 = "[E045] iou_class_target must be between 0 and 1, got {value}."
-    E046 = "[E046] proposal_strength must be >= 0 (0: fixed anchors instead of proposals), got {value}."
     E047 = (
         "[E047] spacy-piqn.warmup_linear.v1 needs warmup_steps >= 0, total_steps >= 0 and 0 <= final_rate <= "
         "initial_rate, got warmup_steps={warmup_steps}, total_steps={total_steps}, initial_rate={initial_rate}, "
         "final_rate={final_rate}."
     )
-    E048 = "[E048] denoising_prior must be >= 0 (0: denoising queries get no pointer prior), got {value}."
-    E049 = (
-        "[E049] denoising_boundary_noise must be >= 0 and denoising_label_noise between 0 and 1, got "
-        "{boundary} and {label}."
+    # pipeline.py (loading), architectures.py, settings.py, windows.py
+    E051 = (
+        "[E051] The config of the piqn component '{name}' sets {given}, but its saved model was trained with "
+        "{saved}. These settings shape the weights (or what they learned), so they cannot change when a "
+        "pipeline is loaded; only {runtime} can. Drop them from the load-time config, or train a new model."
     )
-    E050 = (
-        "[E050] Denoising queries were passed to a PIQN head built without `denoising = true`: build the model "
-        "with it (spacy-piqn.PIQN.v1) to train them."
+    E052 = "[E052] {name} must be >= 0, got {value}."
+    E053 = "[E053] {name} must be between 0 and 1, got {value}."
+    E054 = (
+        "[E054] The PIQN head has n_queries = {head}, but its query-carrying encoder has n_queries = {encoder}: "
+        "the head reads the encoder's query states, so set both to the same number."
+    )
+    E055 = "[E055] token_windows needs context >= 0 (words of context on each side), got {context}."
+    E056 = (
+        "[E056] The weights of the piqn component '{name}' loaded from {path} hold NaN or infinite values "
+        "({n_bad} of {n_params} parameters: {examples}); every prediction would be empty. The file is "
+        "corrupted: save the pipeline again, or retrain."
     )
 
     # -----------------------------------------------------------------------------------------------------
@@ -224,4 +229,10 @@ class Warnings:
     W003 = (
         "[W003] {n} gold spans in this batch do not align with the predicted tokenization and are "
         "not trained on (use the gold tokens, e.g. Doc(words=...), to avoid this)."
+    )
+    W004 = (
+        "[W004] Doc {doc} has no sentence boundaries, so spacy-piqn.token_windows.v1 reads it in windows of "
+        "{size} tokens that mix sentences, while PIQN learned one sentence per window: it finds fewer entities "
+        "there. Use spacy-piqn.token_windows.v2 (it finds sentences itself), or add a sentencizer before the "
+        'component: nlp.add_pipe("sentencizer", first=True).'
     )
