@@ -2,8 +2,8 @@
 
 Every message starts with its code in brackets, and the code equals the attribute's name. Codes are grouped
 by area: E001-E005 the piqn component; E006-E099 settings, layers, torch modules, windows, decoding,
-callbacks and scale; E100-E199 convert (data validation); E200-E299 the command line. This module imports
-nothing, so torch-only modules can use it too.
+callbacks and scale; E100-E199 convert (data validation); E200-E299 the command line. Warnings: W001-W099 the
+component, W100-W199 convert. This module imports nothing, so torch-only modules can use it too.
 """
 
 
@@ -156,8 +156,8 @@ class Errors:
     )
 
     # -----------------------------------------------------------------------------------------------------
-    # E100-E199: convert.py. The reasons of invalid records (E101-E122) become ConversionError's reason,
-    # which reads "FILE:LINE: [E1xx] reason".
+    # E100-E199: convert.py. The reasons of invalid records (E101-E122, E131-E134) become ConversionError's
+    # reason, which reads "FILE:LINE: [E1xx] reason".
 
     E100 = "[E100] expected a spaCy Language or Vocab, got {type}."
     E101 = "[E101] not valid UTF-8 (byte 0x{byte:02x} at column {column}); re-save the file as UTF-8."
