@@ -2,8 +2,8 @@
 
 Every message starts with its code in brackets, and the code equals the attribute's name. Codes are grouped
 by area: E001-E005 the piqn component; E006-E099 settings, layers, torch modules, windows, decoding,
-callbacks and scale; E100-E199 convert (data validation); E200-E299 the command line. This module imports
-nothing, so torch-only modules can use it too.
+callbacks and scale; E100-E199 convert (data validation); E200-E299 the command line. Warnings: W001-W099 the
+component, W100-W199 convert. This module imports nothing, so torch-only modules can use it too.
 """
 
 
@@ -161,8 +161,8 @@ class Errors:
     )
 
     # -----------------------------------------------------------------------------------------------------
-    # E100-E199: convert.py. The reasons of invalid records (E101-E122) become ConversionError's reason,
-    # which reads "FILE:LINE: [E1xx] reason".
+    # E100-E199: convert.py. The reasons of invalid records (E101-E122, E131-E134) become ConversionError's
+    # reason, which reads "FILE:LINE: [E1xx] reason".
 
     E100 = "[E100] expected a spaCy Language or Vocab, got {type}."
     E101 = "[E101] not valid UTF-8 (byte 0x{byte:02x} at column {column}); re-save the file as UTF-8."
@@ -184,17 +184,44 @@ class Errors:
     E117 = "[E117] expected a JSON object, got {type}."
     E118 = "[E118] missing key {key!r}."
     E119 = "[E119] found no tag column (values like O, B-X, I-X after the token); pass --tag-cols N."
-    E120 = "[E120] expected a token and {n_tag_cols} tag column(s), found {n_columns} column(s)."
+    E120 = (
+        "[E120] expected at least {n_needed} columns (the token in column {token_col}, then {n_tag_cols} tag "
+        "column(s) at the end), found {n_columns}."
+    )
     E121 = "[E121] unknown tag {tag!r} in tag column {column}; expected O or B-, I-, E-, S-, L-, U- and a label."
     E122 = "[E122] unknown tag {tag!r} at position {position}; expected O or B-, I-, E-, S-, L-, U- and a label."
     # Arguments and files of convert()
     E123 = "[E123] tag_cols must be at least 1, got {tag_cols}."
-    E124 = "[E124] n_sents must be at least 1, got {n_sents}."
+    E124 = "[E124] n_sents must be 0 (whole documents) or more, got {n_sents}."
     E125 = "[E125] cannot tell the format of {path} from its suffix {suffix!r}; pass --format jsonl or --format conll."
     E126 = "[E126] unknown format {format!r}; use one of {formats}."
     E127 = "[E127] input file not found: {path}"
     E128 = "[E128] unknown language code {lang!r} for spacy.blank."
     E129 = "[E129] consistency check failed for {path}: {problems}."
+    # Documents (doc-id files, doc_id fields) and column-file options
+    E130 = (
+        "[E130] {path} has {n_records} records but its doc-id file {doc_ids} has {n_ids} lines; line i of the "
+        "doc-id file must name the document of the i-th non-blank record. Rebuild the doc-id file with the JSONL, "
+        "or pass --sentences to ignore documents."
+    )
+    E131 = "[E131] empty document id; every line of a doc-id file names the document of one record."
+    E132 = "[E132] 'doc_id' must be a non-empty string, got {value!r}."
+    E133 = (
+        "[E133] 'doc_id' is {here} here but {there} on line {line}; give every record a doc_id, or none "
+        "(--sentences ignores them)."
+    )
+    E134 = "[E134] 'doc_id' {value!r} differs from {expected!r}, line {line} of the doc-id file {path}."
+    E135 = (
+        "[E135] n_sents 0 asks for whole documents, but the input has no document information (no doc-id "
+        "file, no 'doc_id' in the records, no -DOCSTART- line): pass --doc-ids PATH, or --n-sents N."
+    )
+    E136 = "[E136] a doc-id file was given together with --sentences, which ignores documents; drop one of them."
+    E137 = (
+        "[E137] doc-id files are for JSONL input; column files mark their documents with -DOCSTART- lines "
+        "(--sentences ignores them)."
+    )
+    E138 = "[E138] unknown tag scheme {scheme!r}; use one of {schemes} (iob2 also reads BIOES and BILOU)."
+    E139 = "[E139] token_col must be at least 1, got {token_col}."
 
     # -----------------------------------------------------------------------------------------------------
     # E200-E299: the command line (cli.py); fail() prints them as "error: [E2xx] ..."
@@ -236,3 +263,26 @@ class Warnings:
         "there. Use spacy-piqn.token_windows.v2 (it finds sentences itself), or add a sentencizer before the "
         'component: nlp.add_pipe("sentencizer", first=True).'
     )
+
+    # -----------------------------------------------------------------------------------------------------
+    # W100-W199: convert.py, logged on the "spacy_piqn" logger as "FILE:LINE: [W1xx] ..." and counted in the
+    # conversion report
+
+    W100 = (
+        "[W100] {tag!r} in tag column {column} starts an entity after {previous} (IOB1 style); it is read as a "
+        "new entity. In IOB2, BIOES and BILOU an entity starts with B-, S- or U-: fix the tag, or pass "
+        "--scheme iob1 if the file is IOB1."
+    )
+    W101 = (
+        "[W101] the entities {first} and {second} cross (they overlap, neither contains the other). Both are "
+        "kept, but nested decoding can predict at most one of them."
+    )
+    W102 = (
+        "[W102] document {doc_id!r} comes back after other documents (first seen at line {first}); these "
+        "sentences start a new doc. Check the order of the records (and of the doc-id file)."
+    )
+    W103 = (
+        "[W103] rare label(s), typo? {labels}; the most frequent label has {most} entities. Fix the label, or "
+        "pass --labels to make unknown labels an error."
+    )
+    W104 = "[W104] {path}: {code} logged {n} times; later cases are counted in the report, not logged."
