@@ -131,6 +131,9 @@ ENCODERS = {
             # PIQN's own encoder: the queries ride through MiniLM (spacy-piqn.QueryTransformer.v1).
             "piqn_qt": REPO / "configs" / "piqn_trf.cfg",
             "spancat": BENCH / "configs" / "spancat_trf.cfg",
+            # spancat at a higher peak learning rate (the same for transformer and head): bench/gpu/table.sh sweeps
+            # it with lr=..., and the value is chosen on dev.
+            "spancat_tuned": BENCH / "configs" / "spancat_trf_tuned.cfg",
             "ner": BENCH / "configs" / "ner_trf.cfg",
         },
         pipe="transformer",
@@ -183,8 +186,8 @@ class RunResult:
     loc_f: float | None
     cls_f: float | None
     train_s: float
-    infer_sents_per_s: float
-    infer_words_per_s: float
+    infer_sents_per_s: float | None  # None: --repeats 0 (not timed)
+    infer_words_per_s: float | None
     peak_rss_mb: float
     commit: str
     date: str
@@ -201,16 +204,22 @@ class RunResult:
 # ---------------------------------------------------------------------------------------------- environment
 
 
-def git_commit() -> tuple[str, bool]:
-    """HEAD and whether tracked files differ from it (read-only: no index refresh)."""
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    status = subprocess.run(
-        ["git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=no"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return head or "unknown", bool(status.strip())
+def git_commit() -> tuple[str, bool | None]:
+    """HEAD and whether tracked files differ from it (read-only: no index refresh). Without git or a repository
+    (a copy of the working tree on another machine): $BENCH_COMMIT or "unknown", and None (not known)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True)
+        status = subprocess.run(
+            ["git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=no"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        )
+    except OSError:
+        return os.environ.get("BENCH_COMMIT", "unknown"), None
+    if head.returncode != 0 or not head.stdout.strip():
+        return os.environ.get("BENCH_COMMIT", "unknown"), None
+    return head.stdout.strip(), bool(status.stdout.strip())
 
 
 def machine_description(gpu_id: int = -1) -> str:
@@ -637,7 +646,8 @@ def evaluate_one(
     infer_cmd = [
         sys.executable, str(Path(__file__).resolve()), "infer", str(model), str(data["dev"]),
         "--system", system, "--encoder", encoder, "--batch-size", str(batch_size), "--threads", str(args.infer_threads),
-        "--repeats", str(args.repeats or mode.repeats), "--output", str(infer_json), "--gpu-id", str(args.gpu_id),
+        "--repeats", str(mode.repeats if args.repeats is None else args.repeats), "--output", str(infer_json),
+        "--gpu-id", str(args.gpu_id),
     ]  # fmt: skip
     infer_load = round(os.getloadavg()[0], 2)
     code, infer_s, infer_peak, _ = run_watched(
@@ -701,8 +711,8 @@ def evaluate_one(
         loc_f=percent(measured["loc_f"]),
         cls_f=percent(measured["cls_f"]),
         train_s=round(train_s, 1),
-        infer_sents_per_s=round(measured["infer_sents_per_s"], 1),
-        infer_words_per_s=round(measured["infer_words_per_s"], 1),
+        infer_sents_per_s=rounded(measured["infer_sents_per_s"]),
+        infer_words_per_s=rounded(measured["infer_words_per_s"]),
         peak_rss_mb=round(max(train_peak, infer_peak), 1),
         commit=env_info["commit"],
         date=env_info["date"],
@@ -746,7 +756,7 @@ def markdown_table(results: list[RunResult]) -> str:
         rows.append(
             f"| {res.dataset} | {res.encoder} | {system} | {pct(res.p)} | {pct(res.r)} | {pct(res.f)} "
             f"| {pct(res.loc_f)} | {pct(res.cls_f)} | {x['steps']} ({x['stopped_by']}) | {res.train_s:.0f} "
-            f"| {res.infer_sents_per_s:.0f} | {res.infer_words_per_s:.0f} | {count(x['encoder_sents_per_s'])} "
+            f"| {count(res.infer_sents_per_s)} | {count(res.infer_words_per_s)} | {count(x['encoder_sents_per_s'])} "
             f"| {x['train_peak_rss_mb']:.0f} / {x['infer_peak_rss_mb']:.0f} |"
         )
     return "\n".join(rows)
@@ -818,11 +828,11 @@ def run_command(args: argparse.Namespace) -> None:
                   f"spans (target >= {100 * COVERAGE_TARGET:.1f}%)", flush=True)  # fmt: skip
         for encoder in encoders:
             budget = mode.budgets[encoder]
-            if args.max_steps is not None or args.wall_s is not None:
+            if args.max_steps is not None or args.wall_s is not None or args.eval_frequency is not None:
                 budget = Budget(
                     max_steps=args.max_steps if args.max_steps is not None else budget.max_steps,
                     wall_s=args.wall_s if args.wall_s is not None else budget.wall_s,
-                    eval_frequency=budget.eval_frequency,
+                    eval_frequency=args.eval_frequency if args.eval_frequency is not None else budget.eval_frequency,
                 )
             systems = [s for s in (*PIQN_SYSTEMS, baseline, TUNED[baseline]) if s in ENCODERS[encoder].configs]
             if args.systems:
@@ -845,7 +855,7 @@ def run_command(args: argparse.Namespace) -> None:
                 curves[(dataset, encoder, system)] = curve
                 with args.results.open("a", encoding="utf8") as f:
                     f.write(json.dumps(result.row()) + "\n")
-                print(f"[{dataset}/{encoder}/{system}] F {pct(result.f)}, {result.infer_sents_per_s:.0f} sents/s; "
+                print(f"[{dataset}/{encoder}/{system}] F {pct(result.f)}, {count(result.infer_sents_per_s)} sents/s; "
                       f"appended to {args.results}", flush=True)  # fmt: skip
     table = markdown_table(results)
     print()
@@ -982,9 +992,12 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--trf-name", help="vars.trf_name of the minilm configs (default: the configs' own)")
     run.add_argument("--n-train", type=int, help="override the mode's number of train sentences (0: all)")
     run.add_argument("--n-dev", type=int, help="override the mode's number of dev sentences (0: all)")
-    run.add_argument("--repeats", type=int, help="timed nlp.pipe passes, best counts (default: the mode's)")
+    run.add_argument(
+        "--repeats", type=int, help="timed nlp.pipe passes, best counts (default: the mode's; 0: scored, not timed)"
+    )
     run.add_argument("--max-steps", type=int, help="override the mode's max_steps (all systems alike)")
     run.add_argument("--wall-s", type=float, help="override the mode's training time limit (all systems alike)")
+    run.add_argument("--eval-frequency", type=int, help="override the mode's steps between dev evaluations")
     run.add_argument(
         "--clock",
         choices=("cpu", "wall"),
