@@ -126,6 +126,7 @@ def build_query_transformer_model(
     mixed_precision: bool = False,
     grad_scaler_config: dict = {},
     max_padded_subwords: int = 2048,
+    one_way: bool = True,
 ) -> Model[Tuple[List[Doc], List[Window]], List[Tuple[Floats2d, Floats2d]]]:
     """PIQN's own encoder: M instance queries ride through a pretrained BERT, RoBERTa or
     ELECTRA next to the words, with one-way attention (words never see the queries, so word
@@ -157,6 +158,11 @@ def build_query_transformer_model(
         length, each padded to at most this many subwords (a longer window runs alone), instead
         of padding every window to the batch's longest; 0: one group. Outputs do not change (up
         to float rounding). Large values suit a GPU.
+    one_way (bool): words never attend to the queries (PIQN's one-way self-attention); False is the
+        paper's "w/o one-way SA" ablation, the original transformer over words and queries.
+
+    n_queries, query_interaction, common_embedding and one_way are part of what the model learned; a
+    load-time config that contradicts the saved model is an error.
     """
     return build_query_transformer(
         name,
@@ -168,6 +174,7 @@ def build_query_transformer_model(
         mixed_precision=mixed_precision,
         grad_scaler_config=grad_scaler_config,
         max_padded_subwords=max_padded_subwords,
+        one_way=one_way,
     )
 
 

@@ -342,15 +342,21 @@ class PIQN(TrainablePipe):
             reason = f"{type(err).__name__}: {err}"
             raise ValueError(Errors.E005.format(name=self.name, path=path, reason=reason)) from None
         for node, attrs in config_attrs:
+            for shim in node.shims:
+                # A query-carrying encoder was rebuilt from its saved arguments.
+                saved_args = getattr(shim, "encoder_args", None) or {}
+                check_same_structure(self.name, attrs, saved_args, keys=saved_args)
             node.attrs.update(attrs)
         check_finite(self.model, self.name, path)
 
 
-def check_same_structure(name: str, config: Dict[str, Any], saved: Optional[Dict[str, Any]]) -> None:
-    """E051 if the config's head settings differ from the saved model's in a structural field."""
+def check_same_structure(
+    name: str, config: Dict[str, Any], saved: Optional[Dict[str, Any]], keys: Iterable[str] = STRUCTURAL
+) -> None:
+    """E051 if the config's settings differ from the saved model's in a structural field (``keys``)."""
     if saved is None:
         return
-    differ = [key for key in STRUCTURAL if key in saved and saved[key] != config[key]]
+    differ = [key for key in keys if key in saved and key in config and saved[key] != config[key]]
     if differ:
         given = ", ".join(f"{key} = {config[key]!r}" for key in differ)
         was = ", ".join(f"{key} = {saved[key]!r}" for key in differ)

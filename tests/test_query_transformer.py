@@ -510,3 +510,16 @@ def test_head_and_encoder_must_agree_on_the_number_of_queries(tiny_bert):
     config["model"]["head"]["n_queries"] = 9
     with pytest.raises(ValueError, match="E054"):
         spacy.blank("en").add_pipe("piqn", config=config)
+
+
+def test_load_time_config_cannot_change_the_encoders_structure(tiny_bert, tmp_path):
+    """The encoder is rebuilt from its saved arguments: a load-time config that contradicts them is an error,
+    while run-time settings (context_words) take the config's value."""
+    nlp = build_nlp(tiny_bert)
+    nlp.to_disk(tmp_path / "pipeline")
+    with pytest.raises(ValueError, match="E051.*one_way"):
+        spacy.load(tmp_path / "pipeline", config={"components": {"piqn": {"model": {"encoder": {"one_way": False}}}}})
+    loaded = spacy.load(
+        tmp_path / "pipeline", config={"components": {"piqn": {"model": {"encoder": {"context_words": 3}}}}}
+    )
+    assert loaded.get_pipe("piqn").model.get_ref("encoder").attrs["context_words"] == 3

@@ -133,7 +133,8 @@ def joint_reference(encoder, batch):
     n_sub, n_q = x.shape[1], e.shape[1]
     allowed = torch.ones(x.shape[0], n_sub + n_q, n_sub + n_q, dtype=torch.bool)
     allowed[:, :, :n_sub] &= batch.attention_mask.bool()[:, None, :]
-    allowed[:, :n_sub, n_sub:] = False
+    if encoder.one_way:
+        allowed[:, :n_sub, n_sub:] = False
     if not encoder.query_interaction:
         allowed[:, n_sub:, n_sub:] = False
     for layer in model.encoder.layer:
@@ -154,9 +155,9 @@ def joint_reference(encoder, batch):
     return reference_pool(x, batch), e
 
 
-@pytest.mark.parametrize("interaction", [True, False])
-def test_matches_the_joint_masked_attention(interaction, bert_tokenizer):
-    encoder = make_encoder(tiny_model("bert", len(bert_tokenizer)), query_interaction=interaction)
+@pytest.mark.parametrize("interaction,one_way", [(True, True), (False, True), (True, False)])
+def test_matches_the_joint_masked_attention(interaction, one_way, bert_tokenizer):
+    encoder = make_encoder(tiny_model("bert", len(bert_tokenizer)), query_interaction=interaction, one_way=one_way)
     batch = encode_windows(bert_tokenizer, windows_for_tests(), 64, segment_ids=True)
     with torch.no_grad():
         words, queries = encode(encoder, batch)
@@ -177,6 +178,16 @@ def test_query_embeddings_change_queries_but_never_words(bert_tokenizer):
     assert torch.equal(words, words_c) and torch.equal(words, words_p)
     assert not torch.allclose(queries[:, 2], queries_c[:, 2])
     assert not torch.allclose(queries_c, queries_p)
+
+
+def test_without_one_way_attention_words_see_the_queries(bert_tokenizer):
+    encoder = make_encoder(tiny_model("bert", len(bert_tokenizer)), one_way=False)
+    batch = encode_windows(bert_tokenizer, windows_for_tests(), 64, segment_ids=True)
+    with torch.no_grad():
+        words, _ = encode(encoder, batch)
+        encoder.query_content.normal_()
+        changed, _ = encode(encoder, batch)
+    assert not torch.allclose(words, changed, atol=1e-4)
 
 
 def test_queries_depend_on_the_words(bert_tokenizer):

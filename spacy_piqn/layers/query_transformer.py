@@ -97,7 +97,9 @@ class QueryTransformerShim(ScaledPyTorchShim):
         optimizer's rate; the pretrained transformer's own parameters at the rate itself."""
         return 1.0 if name.startswith("transformer.") else self.lr_scale
 
-    def load_pretrained(self, name: str, *, n_queries: int, query_interaction: bool, common_embedding: bool) -> None:
+    def load_pretrained(
+        self, name: str, *, n_queries: int, query_interaction: bool, common_embedding: bool, one_way: bool = True
+    ) -> None:
         """Load the HF model and fast tokenizer from a hub name, a directory or an alias."""
         from transformers import AutoConfig, AutoModel, AutoTokenizer
 
@@ -114,6 +116,7 @@ class QueryTransformerShim(ScaledPyTorchShim):
             "n_queries": n_queries,
             "query_interaction": query_interaction,
             "common_embedding": common_embedding,
+            "one_way": one_way,
         }
         self.set_encoder(QueryTransformer(hf_model, **args), tokenizer, args)
 
@@ -187,6 +190,7 @@ def build_query_transformer(
     mixed_precision: bool,
     grad_scaler_config: dict,
     max_padded_subwords: int = 0,
+    one_way: bool = True,
 ) -> Model[InT, OutT]:
     """The query-carrying encoder as a thinc layer; see ``spacy-piqn.QueryTransformer.v1``."""
     import torch
@@ -216,6 +220,7 @@ def build_query_transformer(
             "n_queries": n_queries,
             "query_interaction": query_interaction,
             "common_embedding": common_embedding,
+            "one_way": one_way,
             "context_words": context_words,
             "max_length": max_length,
         },
@@ -233,6 +238,7 @@ def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Any = None) -> Non
             n_queries=attrs["n_queries"],
             query_interaction=attrs["query_interaction"],
             common_embedding=attrs["common_embedding"],
+            one_way=attrs.get("one_way", True),
         )
     model.set_dim("nO", shim.encoder.width)
 

@@ -34,6 +34,9 @@ class QueryTransformer(nn.Module):
     common_embedding: add one learned vector shared by all queries (the paper's query type
         embedding U^q) to the query content embeddings.
     query_dropout: dropout after the LayerNorm of the query content and position embeddings.
+    one_way: words never attend to queries (PIQN's one-way self-attention), so word states are
+        the plain transformer's. False lets words attend to queries too (the paper's "w/o one-way
+        SA" ablation: "the original BERT" over words and queries).
 
     ``freeze_transformer`` (attribute, default False): the pretrained weights get no gradient.
     The word stream then runs under ``torch.no_grad()`` since it cannot depend on anything
@@ -49,6 +52,7 @@ class QueryTransformer(nn.Module):
         query_interaction: bool = True,
         common_embedding: bool = True,
         query_dropout: float = 0.1,
+        one_way: bool = True,
     ):
         super().__init__()
         _check_model(hf_model)
@@ -61,6 +65,7 @@ class QueryTransformer(nn.Module):
         self.transformer = hf_model
         self.n_queries = n_queries
         self.query_interaction = query_interaction
+        self.one_way = one_way
         self.freeze_transformer = False
         from transformers import RobertaModel
 
@@ -167,15 +172,18 @@ class QueryTransformer(nn.Module):
             if hasattr(self.transformer, "embeddings_project"):  # ELECTRA, embedding_size != h
                 words = self.transformer.embeddings_project(words)
         queries, position = self.query_inputs(batch)
-        query_mask = key_mask
-        if self.query_interaction:
-            query_keys = key_mask.new_ones((batch, 1, 1, self.n_queries))
-            query_mask = torch.cat([key_mask, query_keys], dim=-1)
+        query_keys = key_mask.new_ones((batch, 1, 1, self.n_queries))
+        with_queries = torch.cat([key_mask, query_keys], dim=-1)
+        query_mask = with_queries if self.query_interaction else key_mask
+        word_mask = key_mask if self.one_way else with_queries
         for layer in self.transformer.encoder.layer:
-            words, queries = self._layer(layer, words, queries, position, key_mask, query_mask, frozen)
+            words, queries = self._layer(layer, words, queries, position, word_mask, query_mask, frozen)
         return max_pool_words(words, word_index, max(n_words, default=0)), queries
 
-    def _layer(self, layer, words, queries, position, key_mask, query_mask, frozen):
+    def _layer(self, layer, words, queries, position, word_mask, query_mask, frozen):
+        """One transformer layer over words and queries with shared weights: words attend to the words
+        (and, unless one_way, to the queries), queries to the words (and, with query_interaction, to
+        each other). word_mask / query_mask: the keys each may attend to."""
         attention = layer.attention.self
         heads, head_size = attention.num_attention_heads, attention.attention_head_size
         dropout = attention.dropout.p if attention.training else 0.0
@@ -187,33 +195,32 @@ class QueryTransformer(nn.Module):
         def merge(x):
             return x.transpose(1, 2).reshape(x.shape[0], x.shape[2], heads * head_size)
 
-        with torch.no_grad() if frozen else nullcontext():
-            key_w, value_w = split(attention.key(words)), split(attention.value(words))
-            context = F.scaled_dot_product_attention(
-                split(attention.query(words)),
-                key_w,
-                value_w,
-                attn_mask=key_mask,
-                dropout_p=dropout,
-                scale=scale,
-            )
-            hidden = layer.attention.output(merge(context), words)
-            words = layer.output(layer.intermediate(hidden), hidden)
-
         run = _call_detached if frozen else _call
         # Query positions steer where a query looks (Q, K) but are not part of what it carries (V).
         positioned = (queries + position) / 2
         query_q = split(run(attention.query, positioned))
+        if self.query_interaction or not self.one_way:
+            key_q, value_q = split(run(attention.key, positioned)), split(run(attention.value, queries))
+        with torch.no_grad() if frozen else nullcontext():
+            key_w, value_w = split(attention.key(words)), split(attention.value(words))
+            keys, values = key_w, value_w
+            if not self.one_way:
+                keys, values = torch.cat([key_w, key_q], dim=2), torch.cat([value_w, value_q], dim=2)
+            context = F.scaled_dot_product_attention(
+                split(attention.query(words)), keys, values, attn_mask=word_mask, dropout_p=dropout, scale=scale
+            )
+            hidden = layer.attention.output(merge(context), words)
+            new_words = layer.output(layer.intermediate(hidden), hidden)
+
         keys, values = key_w, value_w
         if self.query_interaction:
-            keys = torch.cat([key_w, split(run(attention.key, positioned))], dim=2)
-            values = torch.cat([value_w, split(run(attention.value, queries))], dim=2)
+            keys, values = torch.cat([key_w, key_q], dim=2), torch.cat([value_w, value_q], dim=2)
         context = F.scaled_dot_product_attention(
             query_q, keys, values, attn_mask=query_mask, dropout_p=dropout, scale=scale
         )
         hidden = run(layer.attention.output, merge(context), queries)
         queries = run(layer.output, run(layer.intermediate, hidden), hidden)
-        return words, queries
+        return new_words, queries
 
 
 def max_pool_words(hidden: torch.Tensor, word_index: torch.Tensor, n_words: int) -> torch.Tensor:
