@@ -318,36 +318,39 @@ class PIQN(TrainablePipe):
         return self
 
     def _load_weights(self, data: bytes, path: Any) -> None:
-        """The saved weights into a model built from the (load-time) config. Settings that shape the
-        weights must agree with the saved ones (E051); run-time ones come from the config, although
-        thinc restores every layer's saved attrs."""
-        head = self._head
-        try:
-            saved = saved_head_settings(data)
-        except Exception as err:  # msgpack errors all mean a bad file
-            reason = f"{type(err).__name__}: {err}"
-            raise ValueError(Errors.E005.format(name=self.name, path=path, reason=reason)) from None
-        check_same_structure(self.name, head_settings(head).to_dict(), saved)
-        if not head.layers and self.cfg.get("nI") is not None:
-            if not head.has_dim("nI"):
-                head.set_dim("nI", self.cfg["nI"])
-            head.set_dim("nO", len(self.labels) + 1)
-            # The head alone: initializing the whole model could reach for a transformer's
-            # original weights directory.
-            head.initialize()
-        config_attrs = [(node, dict(node.attrs)) for node in self.model.walk()]
-        try:
-            self.model.from_bytes(data)
-        except Exception as err:  # msgpack, safetensors and shape errors all mean a bad file
-            reason = f"{type(err).__name__}: {err}"
-            raise ValueError(Errors.E005.format(name=self.name, path=path, reason=reason)) from None
-        for node, attrs in config_attrs:
-            for shim in node.shims:
-                # A query-carrying encoder was rebuilt from its saved arguments.
-                saved_args = getattr(shim, "encoder_args", None) or {}
-                check_same_structure(self.name, attrs, saved_args, keys=saved_args)
-            node.attrs.update(attrs)
-        check_finite(self.model, self.name, path)
+        load_weights(self.model, data, self.cfg, self.name, path)
+
+
+def load_weights(model: Model, data: bytes, cfg: Dict[str, Any], name: str, path: Any) -> None:
+    """The saved weights into a model built from the (load-time) config: the head is sized from the
+    component's cfg first. Settings that shape the weights must agree with the saved ones (E051); run-time
+    ones come from the config, although thinc restores every layer's saved attrs; the weights must be finite."""
+    head = model.get_ref("head")
+    try:
+        saved = saved_head_settings(data)
+    except Exception as err:  # msgpack errors all mean a bad file
+        reason = f"{type(err).__name__}: {err}"
+        raise ValueError(Errors.E005.format(name=name, path=path, reason=reason)) from None
+    check_same_structure(name, head_settings(head).to_dict(), saved)
+    if not head.layers and cfg.get("nI") is not None:
+        if not head.has_dim("nI"):
+            head.set_dim("nI", cfg["nI"])
+        head.set_dim("nO", len(cfg["labels"]) + 1)
+        # The head alone: initializing the whole model could reach for a transformer's original weights.
+        head.initialize()
+    config_attrs = [(node, dict(node.attrs)) for node in model.walk()]
+    try:
+        model.from_bytes(data)
+    except Exception as err:  # msgpack, safetensors and shape errors all mean a bad file
+        reason = f"{type(err).__name__}: {err}"
+        raise ValueError(Errors.E005.format(name=name, path=path, reason=reason)) from None
+    for node, attrs in config_attrs:
+        for shim in node.shims:
+            # A query-carrying encoder was rebuilt from its saved arguments.
+            saved_args = getattr(shim, "encoder_args", None) or {}
+            check_same_structure(name, attrs, saved_args, keys=saved_args)
+        node.attrs.update(attrs)
+    check_finite(model, name, path)
 
 
 def check_same_structure(
