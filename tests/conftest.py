@@ -3,7 +3,7 @@
 import os
 
 # One torch thread per process: the tests' tiny models gain nothing from more, and test
-# subprocesses (spacy train, spacy project) would otherwise oversubscribe a 2-core machine.
+# subprocesses (spacy train, spacy project) would otherwise compete for the same cores.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
@@ -17,7 +17,7 @@ from spacy.training import Example
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
-# Small enough to overfit in a few seconds on 2 CPU cores.
+# Small enough for train_tiny to overfit NESTED_DATA on one CPU thread.
 TINY_PIQN = {
     "model": {
         "head": {
@@ -96,8 +96,8 @@ def spans_of(doc: Doc, key: str = "sc") -> List[Tuple[int, int, str]]:
 @pytest.fixture(scope="session", autouse=True)
 def one_torch_thread():
     """torch runs on one intra-op thread in every test, whatever OMP_NUM_THREADS says: a seeded training run then
-    gives the same floats however busy the machine is, and a 2-core machine shared with other jobs does not stall
-    (two threads on two busy cores made a 300-step loop take 10 minutes instead of 10 s)."""
+    gives the same floats however busy the machine is, and no test waits on intra-op threads that share their
+    cores with other jobs."""
     import torch
 
     n_threads = torch.get_num_threads()
@@ -114,7 +114,7 @@ def nested_examples():
 
 def train_tiny(steps: int = 500, config=None, data=NESTED_DATA, seed: int = 0, learn_rate: float = 0.005):
     """A tiny piqn pipeline overfit on ``data``: trains until it reproduces the gold exactly
-    (checked every 25 steps) or ``steps`` run out. A high learning rate gets there in seconds."""
+    (checked every 25 steps) or ``steps`` run out. A high learning rate keeps that short."""
     from thinc.api import fix_random_seed
 
     fix_random_seed(seed)

@@ -46,11 +46,6 @@ def test_flat_filter_keeps_no_overlap():
     assert sorted(kept.tolist()) == [1, 2]
 
 
-def test_unknown_mode():
-    with pytest.raises(ValueError, match="decoding"):
-        filter_candidates(np.zeros(0, int), np.zeros(0, int), np.zeros(0), "overlapping")
-
-
 def test_same_type_nests_sharing_a_boundary_are_merged_when_types_are_given():
     # (0,4) A is best; (0,3) A shares its start: a near miss. (0,2) B shares it with another
     # type, (1,2) A nests without sharing a boundary with an A: both kept, as is everything

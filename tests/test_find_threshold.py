@@ -49,4 +49,4 @@ def test_find_threshold_rejects_an_unknown_key(trained_tiny, tmp_path):
     result = CliRunner().invoke(
         app, ["find-threshold", str(tmp_path / "model"), str(tmp_path / "x.spacy"), "-k", "nope"]
     )
-    assert result.exit_code != 0 and "--key must be one of" in result.output
+    assert result.exit_code == 1 and "[E204] --key must be one of" in result.output

@@ -67,7 +67,8 @@ def test_long_doc_trains_and_predicts_in_the_last_window(caplog):
     Checked on the structure, not on what a short training run finds (that depends on the head and on the CPU's
     float rounding): the last sentence is the last window, its gold is that window's training target, nothing is
     logged as left out, and the last window's logits equal those of the same sentence at the end of a two-sentence
-    doc (the default tok2vec sees 4 tokens to each side, less than the 5-token sentence before it).
+    doc (the default tok2vec sees 4 tokens to each side, less than the 5-token sentence before it). What a trained
+    pipeline writes for a long doc, window by window: `test_long_doc_is_predicted_in_every_window` in test_pipe.py.
     """
     fix_random_seed(0)
     nlp = spacy.blank("en")
@@ -95,8 +96,6 @@ def test_long_doc_trains_and_predicts_in_the_last_window(caplog):
     np.testing.assert_allclose(output.classes[-1][-1], short.classes[-1][-1], atol=1e-5)
     for name in ("left", "right"):  # (queries, words), padded to the longest window of the batch
         np.testing.assert_allclose(getattr(output, name)[-1][-1][:, :n], getattr(short, name)[-1][-1][:, :n], atol=1e-5)
-    predicted = nlp(make_doc(nlp.vocab))
-    assert all(0 <= s.start < s.end <= len(predicted) for s in predicted.spans["sc"])
 
 
 def test_inference_is_deterministic(trained_tiny):
@@ -115,8 +114,8 @@ def test_training_is_deterministic_with_a_seed():
     assert weights[0] == weights[1]
 
 
-# Hang guards, not speed limits: generous enough for a starved machine (a nice'd run beside two trainings
-# took more than 180 s for a model load), small enough that a deadlocked fork still fails the suite.
+# Hang guards, not speed limits: generous enough for a machine busy with other jobs, small enough that a deadlocked
+# fork still fails the suite.
 HANG_TIMEOUT_S = 900
 
 

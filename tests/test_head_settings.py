@@ -109,13 +109,18 @@ def test_pointer_variants_give_boundary_logits_over_real_words(pointer, fusion):
     assert torch.isfinite(classes).all()
 
 
-def test_invalid_head_settings_are_clear_errors():
-    with pytest.raises(ValueError, match="pointer must be one of"):
-        HeadSettings(pointer="argmax")
-    with pytest.raises(ValueError, match="pointer_fusion"):
-        HeadSettings(pointer_fusion="concat")
-    with pytest.raises(ValueError, match="anchor_strength"):
-        HeadSettings(anchor_strength=-1.0)
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ({"pointer_fusion": "concat"}, r"^\[E007\] pointer_fusion must be one of .*got 'concat'"),
+        ({"anchor_strength": -1.0}, r"^\[E008\] anchor_strength must be >= 0, got -1.0"),
+        ({"width": 31}, r"^\[E009\] hidden_width must be even"),
+    ],
+)
+def test_invalid_head_settings_are_clear_errors(setting, message):
+    """Each bad setting raises with its own code and names the setting (pointer: tests/test_errors.py)."""
+    with pytest.raises(ValueError, match=message):
+        HeadSettings(**setting)
 
 
 def test_weight_averages_reach_the_torch_head():

@@ -21,7 +21,6 @@ import numpy as np
 import pytest
 import spacy
 import srsly
-import torch
 from spacy.tokens import Doc
 from thinc.api import fix_random_seed
 
@@ -31,7 +30,7 @@ NAME = "piqn_pkgtest"
 VERSION = "0.0.1"
 PACKAGE = f"en_{NAME}"
 TINY = {
-    "model": {"hidden_width": 32, "n_queries": 8, "n_layers": 1, "n_heads": 2, "pointer_width": 16},
+    "model": {"head": {"hidden_width": 32, "n_queries": 8, "n_layers": 1, "n_heads": 2, "pointer_width": 16}},
     "n_slots": 4,
 }
 TRAIN = [
@@ -66,9 +65,8 @@ print(json.dumps(out))
 def train_tiny_pipeline(max_steps: int = 300) -> spacy.language.Language:
     """A tiny piqn pipeline, updated until it predicts most gold spans of its training data (or 300 steps ran).
 
-    The comparison below needs predicted spans. Measured over seeds 0-19 (fix_random_seed, one torch thread, a
-    CPU-bound process on the other core; the seeds stand in for other machines' float rounding): 5 to 11 spans on
-    the 4 TEXTS, worst 5, where 1 is enough.
+    The comparison below needs predicted spans: a pipeline at F >= 0.8 on its training sentences predicts several on
+    TEXTS, and the ``packaged`` fixture fails if it predicts none.
     """
     fix_random_seed(0)
     nlp = spacy.blank("en")
@@ -104,14 +102,8 @@ def run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
 def packaged(tmp_path_factory):
     """(in-process predictions, package dir, sdist) for a trained tiny pipeline packaged with `spacy package`."""
     tmp = tmp_path_factory.mktemp("package")
-    threads = torch.get_num_threads()
-    # One intra-op thread: on a busy 2-core machine two threads made this 300-step loop take 10 minutes, not 10 s.
-    torch.set_num_threads(1)
-    try:
-        nlp = train_tiny_pipeline()
-        expected = predict(nlp)
-    finally:
-        torch.set_num_threads(threads)
+    nlp = train_tiny_pipeline()  # on one torch thread, as every test (conftest.py)
+    expected = predict(nlp)
     assert any(doc["spans"] for doc in expected), "the tiny pipeline should predict something to compare"
     nlp.meta.update({"name": NAME, "version": VERSION})
     nlp.to_disk(tmp / "pipeline")

@@ -5,6 +5,7 @@ import logging
 import numpy as np
 import pytest
 import spacy
+import torch
 from spacy.tokens import Doc
 from spacy.util import load_model_from_path, make_tempdir
 from thinc.api import fix_random_seed
@@ -18,10 +19,20 @@ def predict(nlp, text):
     return nlp(Doc(nlp.vocab, words=text.split()))
 
 
-def test_add_pipe_without_config_works_offline():
-    nlp = spacy.blank("en")
+def check_span_group(nlp, doc, key="sc"):
+    """What the component writes: a score per span, every span inside the doc and with a known label."""
+    group = doc.spans[key]
+    assert len(group.attrs["scores"]) == len(group)
+    labels = set(nlp.get_pipe("piqn").labels)
+    assert all(0 <= s.start < s.end <= len(doc) and s.label_ in labels for s in group)
+
+
+def test_add_pipe_without_config_learns_the_labels_and_predicts(nested_examples):
+    nlp, examples = nested_examples
     piqn = nlp.add_pipe("piqn")
-    assert piqn.key == "sc" and piqn.labels == ()
+    nlp.initialize(lambda: examples)
+    assert piqn.labels == tuple(sorted({label for _, spans in NESTED_DATA for _, _, label in spans}))
+    check_span_group(nlp, predict(nlp, NESTED_DATA[0][0]))
 
 
 def test_overfit_nested_entities(trained_tiny):
@@ -66,26 +77,30 @@ def test_disk_and_bytes_round_trip(trained_tiny):
     assert spans_of(doc) == spans_of(expected)
 
 
-def test_uninitialized_round_trip():
+def test_uninitialized_round_trip_keeps_labels_and_settings():
     nlp = spacy.blank("en")
-    nlp.add_pipe("piqn", config=TINY_PIQN)
+    piqn = nlp.add_pipe("piqn", config={**TINY_PIQN, "spans_key": "genes", "class_threshold": 0.25})
+    piqn.add_label("DNA")
+    piqn.add_label("protein")
     with make_tempdir() as tmp:
         nlp.to_disk(tmp)
-        loaded = load_model_from_path(tmp)
-    assert loaded.get_pipe("piqn").labels == ()
+        loaded = load_model_from_path(tmp).get_pipe("piqn")
+    assert loaded.labels == ("DNA", "protein") and loaded.key == "genes"
+    assert loaded.cfg == piqn.cfg
 
 
 def test_empty_and_tiny_docs(trained_tiny):
+    """Empty docs get an empty group with empty scores, and do not shift the predictions of the docs after them in
+    a batch: each doc gets what it gets alone."""
     nlp, _ = trained_tiny
-    empty = nlp(Doc(nlp.vocab, words=[]))
-    assert len(empty.spans["sc"]) == 0 and len(empty.spans["sc"].attrs["scores"]) == 0
-    one = nlp(Doc(nlp.vocab, words=["IL-4"]))
-    assert all(0 <= s.start < s.end <= 1 for s in one.spans["sc"])
-    docs = list(nlp.pipe([Doc(nlp.vocab, words=[]), Doc(nlp.vocab, words=["cells", "."]), Doc(nlp.vocab, words=[])]))
-    assert [len(d.spans["sc"]) for d in docs][::2] == [0, 0]
-    for doc in docs:
-        assert len(doc.spans["sc"].attrs["scores"]) == len(doc.spans["sc"])
-        assert all(0 <= s.start < s.end <= len(doc) for s in doc.spans["sc"])
+    words = [[], ["IL-4"], [], [], "Jurkat cells express IL-4 .".split(), [], ["cells", "."]]
+    piped = list(nlp.pipe([Doc(nlp.vocab, words=w) for w in words], batch_size=len(words)))
+    alone = [nlp(Doc(nlp.vocab, words=w)) for w in words]
+    assert spans_of(piped[4]) == [(0, 2, "cell_line"), (3, 4, "protein")]
+    for doc, single in zip(piped, alone):
+        check_span_group(nlp, doc)
+        assert spans_of(doc) == spans_of(single)
+        assert np.allclose(doc.spans["sc"].attrs["scores"], single.spans["sc"].attrs["scores"], atol=1e-5)
 
 
 def test_whitespace_is_never_an_entity_nor_part_of_one(trained_tiny):
@@ -126,7 +141,6 @@ def test_long_doc_is_predicted_in_every_window(trained_tiny):
     first, middle, last = sentence_predictions(3)
     assert last, "the overfit pipeline finds the entities of a training sentence"
     per_sentence = sentence_predictions(300)
-    assert len(per_sentence) == 300
     assert same(per_sentence[0], first) and same(per_sentence[-1], last)
     assert all(same(found, middle) for found in per_sentence[1:-1])
     # Without sentence boundaries the component finds them itself: the same predictions.
@@ -146,9 +160,9 @@ def test_doc_with_more_entities_than_queries(caplog):
 
     Checked on the structure, which no training run can change: one window per sentence, 8 queries in each
     (240 for 100 entities), all 100 entities in the training targets of their windows (none logged as left out),
-    finite losses, and predicted spans that never cross a sentence. How many entities a short training run then
-    finds depends on the head and on the CPU's float rounding (a threshold on it failed at 90 of 100 on one
-    machine), so it is not asserted here; `test_overfit_nested_entities` covers learning.
+    finite losses. What a short training run then predicts depends on the head and on the CPU's float rounding
+    (often nothing at all), so it is not asserted here: `test_overfit_nested_entities` covers learning, and
+    `test_long_doc_is_predicted_in_every_window` what a trained pipeline writes for a doc of many sentences.
     """
     fix_random_seed(0)
     nlp = spacy.blank("en")
@@ -167,7 +181,6 @@ def test_doc_with_more_entities_than_queries(caplog):
     assert [(w.start, w.end) for w in output.windows] == sentences
     n_windows, n_queries = output.classes[-1].shape[:2]
     assert (n_windows, n_queries) == (30, TINY_PIQN["model"]["head"]["n_queries"])
-    assert n_windows * n_queries > len(gold)
 
     # The training targets: every gold entity, in the window of its sentence (window-relative, end inclusive).
     per_doc, _ = gold_spans([example], piqn.key, piqn.labels, piqn.name)
@@ -180,10 +193,6 @@ def test_doc_with_more_entities_than_queries(caplog):
     ]
     assert sorted(found) == sorted(gold)
     assert max(len(rows) for rows in targets) == 5
-
-    predicted = nlp(make_doc(nlp.vocab))
-    for span in predicted.spans["sc"]:
-        assert any(start <= span.start < span.end <= end for start, end in sentences), span
 
 
 def test_gold_over_capacity_trains_and_is_logged(caplog):
@@ -215,12 +224,16 @@ def test_gold_outside_windows_is_logged(caplog):
 
 
 def test_entity_free_batch_trains(nested_examples):
+    """A batch without entities still teaches the classifier: every query's target is "None"."""
     nlp, examples = nested_examples
-    nlp.add_pipe("piqn", config=TINY_PIQN)
+    piqn = nlp.add_pipe("piqn", config=TINY_PIQN)
     optimizer = nlp.initialize(lambda: examples)
     empty = [eg for eg in examples if not eg.reference.spans["sc"]]
+    classifier = piqn.model.get_ref("head").layers[0].shims[0]._model.classifier
+    before = [p.detach().clone() for p in classifier.parameters()]
     losses = nlp.update(empty, sgd=optimizer)
-    assert np.isfinite(losses["piqn"])
+    assert np.isfinite(losses["piqn"]) and losses["piqn"] > 0
+    assert any(not torch.equal(old, new) for old, new in zip(before, classifier.parameters()))
 
 
 def test_unknown_gold_label_is_a_clear_error(nested_examples):
@@ -264,14 +277,26 @@ def test_set_ents_writes_a_flat_selection(trained_tiny):
 
 
 def test_custom_spans_key():
-    nlp = spacy.blank("en")
-    nlp.add_pipe("piqn", config={**TINY_PIQN, "spans_key": "genes"})
-    examples = make_examples(nlp, NESTED_DATA, key="genes")
-    optimizer = nlp.initialize(lambda: examples)
-    nlp.update(examples, sgd=optimizer)
-    doc = predict(nlp, NESTED_DATA[0][0])
-    assert "genes" in doc.spans and "sc" not in doc.spans
-    assert "spans_genes_f" in nlp.evaluate(examples)
+    """spans_key only says where gold is read and predictions go: trained on the same gold under "genes", the
+    pipeline learns the weights that the default key gives, and writes and scores the same spans under "genes"."""
+
+    def trained(key: str):
+        fix_random_seed(0)
+        nlp = spacy.blank("en")
+        nlp.add_pipe("piqn", config={**TINY_PIQN, "spans_key": key})
+        examples = make_examples(nlp, NESTED_DATA, key=key)
+        train_examples(nlp, examples, steps=3)
+        return nlp, examples
+
+    genes, genes_examples = trained("genes")
+    sc, sc_examples = trained("sc")
+    assert genes.get_pipe("piqn").model.to_bytes() == sc.get_pipe("piqn").model.to_bytes()
+    doc, expected = predict(genes, NESTED_DATA[0][0]), predict(sc, NESTED_DATA[0][0])
+    assert list(doc.spans) == ["genes"] and spans_of(doc, "genes") == spans_of(expected)
+    genes_scores, sc_scores = genes.evaluate(genes_examples), sc.evaluate(sc_examples)
+    assert {k.replace("genes", "sc"): v for k, v in genes_scores.items() if k.startswith("spans_")} == {
+        k: v for k, v in sc_scores.items() if k.startswith("spans_")
+    }
 
 
 def test_flat_decoding_gives_no_overlaps(trained_tiny):
@@ -346,11 +371,20 @@ def test_length_groups_change_neither_predictions_nor_losses(trained_tiny):
     assert np.allclose(first_losses(0), first_losses(1), rtol=1e-5)
 
 
-def test_ordered_warmup_trains_then_hands_over_to_matching():
+def test_ordered_warmup_trains_then_hands_over_to_matching(monkeypatch):
     """With an ordered warm-up the pipeline still learns the nested gold exactly; the warm-up
-    covers the first updates of the process only."""
-    config = {**TINY_PIQN, "ordered_warmup_updates": 20}
-    nlp, examples = train_tiny(config=config)
-    piqn = nlp.get_pipe("piqn")
-    assert piqn.cfg["ordered_warmup_updates"] == 20 and piqn.n_updates > 20
+    covers the first updates of the process only, the later ones use Hungarian matching."""
+    import spacy_piqn.loss
+
+    ordered = []
+    loss_and_gradient = spacy_piqn.loss.loss_and_gradient
+
+    def recording(scores, gold, weights, pointer, is_ordered=False):
+        ordered.append(is_ordered)
+        return loss_and_gradient(scores, gold, weights, pointer, is_ordered)
+
+    monkeypatch.setattr(spacy_piqn.loss, "loss_and_gradient", recording)
+    nlp, examples = train_tiny(config={**TINY_PIQN, "ordered_warmup_updates": 20})
+    assert len(ordered) == nlp.get_pipe("piqn").n_updates > 20
+    assert ordered == [True] * 20 + [False] * (len(ordered) - 20)
     assert nlp.evaluate(examples)["spans_sc_f"] == 1.0
