@@ -2,24 +2,26 @@
 
 The app is a typer group (spaCy's own CLI is typer too), so a new command is one more ``@app.command("name")``
 function. Module import stays cheap and torch-free: each command imports what it needs when it runs, and
-nothing here imports the pipeline.
+nothing here imports the pipeline, so ``--help`` answers without loading spaCy.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Callable
 
 import typer
 
 from .errors import Errors
 
 if TYPE_CHECKING:
+    import click
     from spacy.language import Language
     from spacy.training import Example
 
@@ -64,8 +66,9 @@ def transformers_problem() -> str | None:
     spaCy imports the factories of every installed package (entry points) whenever it creates a pipeline, so a
     transformers release that spacy-transformers cannot import (5.x: ``cannot import name 'BatchEncoding'``) breaks
     every command, tok2vec pipelines included, with an error from deep inside spacy-transformers (or a misleading
-    "unknown language code"). This imports spacy-transformers once up front and turns that into a fix to run. The
-    transformers range is spacy-piqn's own requirement, the one spacy-transformers accepts.
+    "unknown language code"). This imports spacy-transformers before a command runs (`command_line`; spaCy would
+    import it next anyway) and turns that into a fix to run. The transformers range is spacy-piqn's own requirement
+    (its ``trf`` extra), the one spacy-transformers accepts.
     """
     from importlib import metadata
 
@@ -105,6 +108,33 @@ def fail(message: str) -> typer.Exit:
     """Print one line to stderr and give the exit to raise: users get the reason, not a traceback."""
     typer.echo(f"error: {message}", err=True)
     return typer.Exit(code=1)
+
+
+def check_transformers_first(callback: Callable[..., Any]) -> Callable[..., Any]:
+    """``callback`` that first stops with `transformers_problem`'s fix, if there is one."""
+
+    @functools.wraps(callback)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        problem = transformers_problem()
+        if problem:
+            typer.echo(problem, err=True)
+            raise typer.Exit(code=1)
+        return callback(*args, **kwargs)
+
+    return checked
+
+
+def command_line() -> click.Group:
+    """The click group that ``python -m spacy_piqn`` runs: `app`, each command checking `transformers_problem` first.
+
+    Every command creates a pipeline (``convert`` a blank one), so each needs the check; ``--help`` and usage errors
+    are answered before a command's body runs, so they skip the 2-4 s import of spacy-transformers it costs.
+    """
+    group = typer.main.get_command(app)
+    for command in group.commands.values():
+        if command.callback is not None:
+            command.callback = check_transformers_first(command.callback)
+    return group
 
 
 @app.callback()
@@ -211,8 +241,11 @@ def load_pipeline(model: str, gpu_id: int) -> Language:
     """Load a trained pipeline (directory or installed package) on CPU, or on GPU ``gpu_id`` if it is >= 0."""
     import spacy
 
+    import spacy_piqn
+
     if gpu_id >= 0:
         spacy.require_gpu(gpu_id)
+    spacy_piqn.register()  # the names resolve even where the entry points are stale or missing
     try:
         return spacy.load(model)
     except OSError as error:
@@ -439,7 +472,7 @@ def predict_ray_command(
     ] = None,
     spans_key: Annotated[str, typer.Option("--spans-key", "-k", help="doc.spans key to export.")] = "sc",
 ) -> None:
-    """Predict a large JSONL corpus with Ray Data (`pip install 'spacy-piqn[ray]'`), output in input order.
+    """Predict a large JSONL corpus with Ray Data (`pip install 'spacy-piqn\\[ray]'`), output in input order.
 
     Without --address Ray starts a local cluster on this machine; on a cluster, run `ray start --head` on one node,
     `ray start --address HEAD:6379` on the others, and this command with --address auto on any of them.

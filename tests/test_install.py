@@ -137,7 +137,7 @@ def test_missing_spacy_transformers_is_not_reported(monkeypatch):
 
 def test_transformers_5_in_a_real_interpreter_gets_the_fix(tmp_path):
     """A fresh `python -m spacy_piqn` with a transformers 5.0.0 (a stand-in package without the modules that
-    spacy-transformers imports) ahead on sys.path: the fix, no traceback."""
+    spacy-transformers imports) ahead on sys.path: the fix, no traceback; a command's --help still answers."""
     package = tmp_path / "transformers"
     package.mkdir()
     (package / "__init__.py").write_text('__version__ = "5.0.0"\n', encoding="utf-8")
@@ -156,3 +156,44 @@ def test_transformers_5_in_a_real_interpreter_gets_the_fix(tmp_path):
     assert result.returncode == 1
     assert "cannot import transformers 5.0.0" in result.stderr and "Traceback" not in result.stderr
     assert result.stderr.splitlines()[-1] == 'fix: pip install "transformers>=4.30,<4.53.3"'
+    help_result = subprocess.run(
+        [sys.executable, "-m", "spacy_piqn", "convert", "--help"], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    assert help_result.returncode == 0 and "E210" not in help_result.stderr and "Usage" in help_result.stdout
+
+
+# Runs `python -m spacy_piqn ARGS...` in this interpreter and prints the exit code and which heavy modules it loaded.
+RUN_MAIN = """
+import runpy, sys
+sys.argv = ["python -m spacy_piqn", *sys.argv[1:]]
+try:
+    runpy.run_module("spacy_piqn", run_name="__main__")
+except SystemExit as exit:
+    code = exit.code
+heavy = ("spacy", "thinc", "torch", "spacy_transformers", "transformers")
+print(code, sorted(name for name in heavy if name in sys.modules))
+"""
+
+
+@pytest.mark.parametrize("args", [["--help"], ["evaluate", "--help"], ["predict-ray", "--help"]])
+def test_help_loads_neither_spacy_nor_torch(args):
+    """--help needs the command line only: spaCy, torch and transformers cost seconds and are left for commands."""
+    result = subprocess.run(
+        [sys.executable, "-c", RUN_MAIN, *args], capture_output=True, text=True, cwd=REPO, check=True
+    )
+    *help_text, last = result.stdout.strip().splitlines()
+    assert last == "0 []", result.stdout[-2000:]
+    if args[0] == "predict-ray":
+        assert "pip install 'spacy-piqn[ray]'" in " ".join(" ".join(help_text).split())
+
+
+def test_import_spacy_piqn_alone_loads_no_spacy_and_registers_on_use():
+    """`import spacy_piqn` is cheap; using it (or spaCy being loaded) registers the factory and functions."""
+    probe = (
+        "import sys, spacy_piqn; print('spacy' in sys.modules, 'torch' in sys.modules); "
+        "from spacy_piqn import PIQN; from spacy.util import registry; "
+        "print(PIQN.__name__, registry.schedules.get('spacy-piqn.warmup_linear.v1').__module__, "
+        "registry.scorers.get('spacy-piqn.piqn_scorer.v1').__module__)"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, check=True)
+    assert result.stdout.splitlines() == ["False False", "PIQN spacy_piqn.schedules spacy_piqn.scorer"]

@@ -128,6 +128,7 @@ PREDICT = """
 import json, spacy, spacy_piqn
 from spacy.tokens import Doc
 nlp = spacy.load(sys.argv[1])
+spacy_piqn.register()
 docs = [nlp(Doc(nlp.vocab, words=text.split())) for text in json.loads(sys.argv[2])]
 spans = [[[s.start, s.end, s.label_] for s in doc.spans["sc"]] for doc in docs]
 print(json.dumps({"spans": spans, "imported": sorted(m for m in BLOCKED if m in sys.modules)}))
