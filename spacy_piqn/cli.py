@@ -237,14 +237,25 @@ def missing_trf_module(error: BaseException) -> str | None:
     return None
 
 
+def use_gpu(gpu_id: int) -> None:
+    """Put spaCy on GPU ``gpu_id`` (nothing for -1), or stop with one line that says what is missing."""
+    if gpu_id < 0:
+        return
+    import spacy
+
+    try:
+        spacy.require_gpu(gpu_id)
+    except (ValueError, ImportError, RuntimeError) as error:  # no CuPy, no CUDA device, or a bad device id
+        raise fail(Errors.E211.format(gpu_id=gpu_id, reason=error)) from None
+
+
 def load_pipeline(model: str, gpu_id: int) -> Language:
     """Load a trained pipeline (directory or installed package) on CPU, or on GPU ``gpu_id`` if it is >= 0."""
     import spacy
 
     import spacy_piqn
 
-    if gpu_id >= 0:
-        spacy.require_gpu(gpu_id)
+    use_gpu(gpu_id)
     spacy_piqn.register()  # the names resolve even where the entry points are stale or missing
     try:
         return spacy.load(model)
@@ -260,15 +271,45 @@ def load_pipeline(model: str, gpu_id: int) -> Language:
 def gold_token_examples(nlp: Language, data_path: Path, limit: int = 0) -> list[Example]:
     """Examples from a DocBin whose predicted docs have exactly the gold tokens.
 
-    ``spacy evaluate`` re-tokenizes the reference text with the pipeline's tokenizer, so a model trained on gold
-    tokens (``spacy-piqn.Corpus.v1``) would be scored on other tokens than it was trained and validated on. These
-    are the examples ``spacy train`` scores on, so the numbers agree with the training log.
+    ``spacy evaluate`` re-tokenizes the text of every doc whose spaces are known (``Doc(words, spaces)``, docs made
+    from text) with the pipeline's tokenizer; it keeps the words only of docs with unknown spaces (``Doc(words)``).
+    A model trained on gold tokens (``spacy-piqn.Corpus.v1``) would then be scored on other tokens than it was
+    trained and validated on. These are the examples ``spacy train`` scores on, whatever the DocBin's spaces, so the
+    numbers agree with the training log.
     """
     from .corpus import create_gold_token_corpus
 
     if not data_path.exists():
         raise fail(Errors.E201.format(path=data_path))
     return list(create_gold_token_corpus(data_path, gold_tokens=True, limit=limit)(nlp))
+
+
+def format_scores(scores: dict[str, Any]) -> str:
+    """``nlp.evaluate``'s scores as text: one line per score in %, speed in words/s, then a P/R/F table per type.
+
+    token_* are left out: they score the tokenizer, and the predicted docs here have the gold tokens.
+    """
+    rows = [
+        (key, value)
+        for key, value in scores.items()
+        if not key.startswith("token_") and (isinstance(value, float | int) or value is None)
+    ]
+    width = max((len(key) for key, _ in rows), default=0)
+    lines = []
+    for key, value in rows:
+        shown = f"{'-':>8}" if value is None else (f"{value:8.0f} words/s" if key == "speed" else f"{value * 100:8.2f}")
+        lines.append(f"  {key:<{width}}  {shown}")
+    for key, per_type in scores.items():
+        if not key.endswith("_per_type") or not isinstance(per_type, dict) or not per_type:
+            continue
+        label_width = max(len("type"), *(len(label) for label in per_type))
+        lines.append(f"{key} (%):")
+        lines.append(f"  {'type':<{label_width}}  {'P':>6}  {'R':>6}  {'F':>6}")
+        for label in sorted(per_type):
+            prf = per_type[label]
+            cells = "  ".join("     -" if prf.get(m) is None else f"{prf[m] * 100:6.2f}" for m in ("p", "r", "f"))
+            lines.append(f"  {label:<{label_width}}  {cells}")
+    return "\n".join(lines)
 
 
 @app.command("evaluate")
@@ -278,10 +319,10 @@ def evaluate_command(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write all scores to this JSON file.")] = None,
     gpu_id: Annotated[int, typer.Option("--gpu-id", "-g", help="GPU id, or -1 for CPU.")] = -1,
 ) -> None:
-    """Score a pipeline on gold-tokenized docs: strict, localization and classification P/R/F.
+    """Score a pipeline on gold-tokenized docs: strict, localization and classification P/R/F, and P/R/F per type.
 
-    Like ``spacy evaluate``, but the predicted docs keep the gold tokens (see `gold_token_examples`), and the JSON
-    holds every score ``nlp.evaluate`` returns (``spans_<key>_loc_f``, ``spans_<key>_cls_f``, per-type scores).
+    Like ``spacy evaluate``, but the predicted docs always keep the gold tokens (see `gold_token_examples`), and
+    the report shows the localization and classification scores that ``spacy evaluate`` writes only to its JSON.
     """
     import srsly
 
@@ -290,17 +331,8 @@ def evaluate_command(
     if not examples:
         raise fail(Errors.E202.format(path=data_path))
     scores = nlp.evaluate(examples)
-    # token_* are the tokenizer's scores, meaningless on gold tokens.
-    rows = [
-        (key, value)
-        for key, value in scores.items()
-        if not key.startswith("token_") and (isinstance(value, float | int) or value is None)
-    ]
-    width = max(len(key) for key, _ in rows)
     typer.echo(f"Evaluated {model} on {len(examples)} docs from {data_path}")
-    for key, value in rows:
-        shown = "-" if value is None else (f"{value:.0f}" if key == "speed" else f"{value * 100:.2f}")
-        typer.echo(f"  {key:<{width}}  {shown:>8}")
+    typer.echo(format_scores(scores))
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
         srsly.write_json(output, scores)
