@@ -382,7 +382,31 @@ def visualize_command(
     typer.echo(f"Rendered {len(predicted)} docs ({n_spans} predicted spans under {spans_key!r}) to {output}")
 
 
-THRESHOLD_KEYS = ("class_threshold", "boundary_threshold", "merge_keep_ratio")
+# The range find-threshold searches per key. Thresholds are probabilities (1 would drop every span); a
+# merge_keep_ratio above 1 drops every nest that shares a boundary and label with a better span.
+THRESHOLD_RANGES = {
+    "class_threshold": (0.0, 0.95),
+    "boundary_threshold": (0.0, 0.95),
+    "merge_keep_ratio": (0.0, 1.5),
+}
+THRESHOLD_KEYS = tuple(THRESHOLD_RANGES)
+
+
+def threshold_grid(key: str, n_trials: int, current: float) -> list[float]:
+    """``n_trials`` values evenly over the key's range (2 decimals), plus the current value, in order."""
+    import numpy as np
+
+    low, high = THRESHOLD_RANGES[key]
+    values = {round(float(value), 2) for value in np.linspace(low, high, n_trials)}
+    return sorted(values | {float(current)})
+
+
+def best_threshold(results: dict[float, float], current: float) -> float:
+    """The value with the highest score; on a tie the current value, then the value nearest to it.
+
+    The current value competes like any other, so a search never saves a setting that scores below it.
+    """
+    return max(results, key=lambda v: (results[v], v == current, -abs(v - current)))
 
 
 @app.command("find-threshold")
@@ -395,22 +419,29 @@ def find_threshold_command(
     threshold_key: Annotated[
         str, typer.Option("--key", "-k", help="class_threshold, boundary_threshold or merge_keep_ratio.")
     ] = "class_threshold",
-    n_trials: Annotated[int, typer.Option("--n-trials", "-n", help="Values tried, evenly from 0 to 0.95.")] = 20,
+    n_trials: Annotated[
+        int,
+        typer.Option(
+            "--n-trials",
+            "-n",
+            help="Values tried evenly over the key's range (thresholds 0-0.95, merge_keep_ratio 0-1.5), "
+            "plus the pipeline's current value.",
+        ),
+    ] = 20,
     pipe_name: Annotated[str, typer.Option("--pipe", help="Name of the piqn component.")] = "piqn",
     gpu_id: Annotated[int, typer.Option("--gpu-id", "-g", help="GPU id, or -1 for CPU.")] = -1,
 ) -> None:
-    """Pick the threshold that maximises span F on gold-tokenized docs, and save the pipeline with it.
+    """Pick the value of a decoding setting that maximises span F on gold-tokenized docs, and save the pipeline.
 
-    ``spacy find-threshold`` re-tokenizes the data (and its ``--gold-preproc`` drops ``doc.spans``), so it scores a
-    gold-token PIQN on other tokens than it was trained on; this scores the same examples as ``evaluate``. The model
-    runs once; each value only re-decodes. Tune on a dev set, never on the test set you report.
+    ``spacy find-threshold`` re-tokenizes docs whose spaces are known (and its ``--gold-preproc`` drops
+    ``doc.spans``), so it can score a gold-token PIQN on other tokens than it was trained on; this scores the same
+    examples as ``evaluate``. The model runs once; each value only re-decodes. The current value is always tried
+    and kept on a tie. Tune on a dev set, never on the test set you report.
     """
-    import numpy as np
-
     from .analysis import annotate_before
     from .scorer import piqn_score
 
-    if threshold_key not in THRESHOLD_KEYS:
+    if threshold_key not in THRESHOLD_RANGES:
         raise fail(Errors.E204.format(keys=", ".join(THRESHOLD_KEYS), key=threshold_key))
     if n_trials < 2:
         raise fail(Errors.E205.format(n_trials=n_trials))
@@ -425,18 +456,27 @@ def find_threshold_command(
     batch = 256
     outputs = [(i, pipe.predict(docs[i : i + batch])) for i in range(0, len(docs), batch)]
     scores_key = f"spans_{pipe.key}_f"
-    original = pipe.cfg[threshold_key]
+    current = float(pipe.cfg[threshold_key])
+    grid = threshold_grid(threshold_key, n_trials, current)
     results: dict[float, float] = {}
-    for value in np.linspace(0.0, 0.95, n_trials):
-        pipe.cfg[threshold_key] = round(float(value), 2)
+    for value in grid:
+        pipe.cfg[threshold_key] = value
         for i, out in outputs:
             pipe.set_annotations(docs[i : i + batch], out)
-        results[pipe.cfg[threshold_key]] = float(piqn_score(examples, spans_key=pipe.key)[scores_key] or 0.0)
-    best = max(results, key=lambda v: (results[v], -abs(v - original)))
-    typer.echo(f"{threshold_key} on {len(examples)} docs from {data_path} ({scores_key}):")
+        results[value] = float(piqn_score(examples, spans_key=pipe.key)[scores_key] or 0.0)
+    best = best_threshold(results, current)
+    low, high = THRESHOLD_RANGES[threshold_key]
+    typer.echo(
+        f"{threshold_key} on {len(examples)} docs from {data_path} ({scores_key}): {n_trials} values from {low} to "
+        f"{high} and the current {current}"
+    )
     for value, score in results.items():
-        typer.echo(f"  {value:>5.2f}  {score * 100:6.2f}{'  <- best' if value == best else ''}")
-    typer.echo(f"Best {threshold_key}: {best} ({scores_key} {results[best] * 100:.2f}; was {original})")
+        marks = ("  (current)" if value == current else "") + ("  <- best" if value == best else "")
+        typer.echo(f"  {value:>5.2f}  {score * 100:6.2f}{marks}")
+    typer.echo(
+        f"Best {threshold_key}: {best} ({scores_key} {results[best] * 100:.2f}; current {current}, "
+        f"{results[current] * 100:.2f})"
+    )
     if output is not None:
         pipe.cfg[threshold_key] = best
         # get_pipe_config is the stored config; nlp.config["components"] is rebuilt on each access.
