@@ -46,6 +46,15 @@ def test_ci_runs_the_readme_commands_in_a_new_virtualenv():
     assert "-eq 5" in script  # pytest's "no tests collected" fails the job too
 
 
+def test_ci_then_runs_the_packaged_pipeline_install_test():
+    """After the README's test command, CI runs the one slow test that installs a packaged pipeline from scratch."""
+    script = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    match = re.search(r'SLOW="python -m pytest -q -m slow -k (\w+) (tests/\w+\.py)"\n(.*\n)*eval "\$SLOW"', script)
+    assert match and script.index('eval "$TEST"') < script.index('eval "$SLOW"')
+    name, path = match.group(1), match.group(2)
+    assert f"@pytest.mark.slow\ndef {name}(" in (REPO / path).read_text(encoding="utf-8")
+
+
 def test_readme_main_job_runs_from_a_clone_and_offline():
     """The main job a user runs needs nothing beside the repository; the ../shared/data form is the offline one."""
     main_job, offline = (line for line in readme_first_block() if re.search(r"#\s*main job", line))
