@@ -57,3 +57,20 @@ def test_gpu_id_without_a_usable_gpu_is_one_coded_line(model_and_dev, tmp_path, 
     assert result.stderr.startswith("error: [E211] --gpu-id 0: spaCy cannot use the GPU (")
     assert "--gpu-id -1" in result.stderr
     assert isinstance(result.exception, SystemExit)  # not a traceback
+
+
+def test_docs_cli_md_lists_every_command_and_option():
+    """docs/cli.md has a section per command that names each of its options."""
+    import typer
+
+    from .conftest import REPO
+
+    text = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+    sections = dict(re.findall(r"^## (\S+)\n(.*?)(?=^## |\Z)", text, flags=re.S | re.M))
+    group = typer.main.get_command(app)
+    assert set(group.commands) <= set(sections), sorted(set(group.commands) - set(sections))
+    for name, command in group.commands.items():
+        for param in command.params:
+            for opt in [*param.opts, *param.secondary_opts]:
+                if opt.startswith("--") and opt != "--help":
+                    assert f"`{opt}`" in sections[name], (name, opt)
