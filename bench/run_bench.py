@@ -131,6 +131,9 @@ ENCODERS = {
             # PIQN's own encoder: the queries ride through MiniLM (spacy-piqn.QueryTransformer.v1).
             "piqn_qt": REPO / "configs" / "piqn_trf.cfg",
             "spancat": BENCH / "configs" / "spancat_trf.cfg",
+            # spancat at a higher peak learning rate (the same for transformer and head): bench/gpu/table.sh sweeps
+            # it with lr=..., and the value is chosen on dev.
+            "spancat_tuned": BENCH / "configs" / "spancat_trf_tuned.cfg",
             "ner": BENCH / "configs" / "ner_trf.cfg",
         },
         pipe="transformer",
@@ -183,8 +186,8 @@ class RunResult:
     loc_f: float | None
     cls_f: float | None
     train_s: float
-    infer_sents_per_s: float
-    infer_words_per_s: float
+    infer_sents_per_s: float | None  # None: --repeats 0 (not timed)
+    infer_words_per_s: float | None
     peak_rss_mb: float
     commit: str
     date: str
@@ -201,16 +204,22 @@ class RunResult:
 # ---------------------------------------------------------------------------------------------- environment
 
 
-def git_commit() -> tuple[str, bool]:
-    """HEAD and whether tracked files differ from it (read-only: no index refresh)."""
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    status = subprocess.run(
-        ["git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=no"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return head or "unknown", bool(status.strip())
+def git_commit() -> tuple[str, bool | None]:
+    """HEAD and whether tracked files differ from it (read-only: no index refresh). Without git or a repository
+    (a copy of the working tree on another machine): $BENCH_COMMIT or "unknown", and None (not known)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True)
+        status = subprocess.run(
+            ["git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=no"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        )
+    except OSError:
+        return os.environ.get("BENCH_COMMIT", "unknown"), None
+    if head.returncode != 0 or not head.stdout.strip():
+        return os.environ.get("BENCH_COMMIT", "unknown"), None
+    return head.stdout.strip(), bool(status.stdout.strip())
 
 
 def machine_description(gpu_id: int = -1) -> str:
@@ -247,6 +256,8 @@ def child_env(threads: int) -> dict[str, str]:
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env[name] = str(threads)
     env["PYTHONUNBUFFERED"] = "1"
+    # This checkout's spacy_piqn, also where another one is installed (e.g. editable, from a worktree's main).
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
     return env
 
 
@@ -313,27 +324,40 @@ def read_jsonl(path: Path) -> list[str]:
         return [line for line in f if line.strip()]
 
 
-def prepare_split(src: Path, dest_dir: Path, split: str, n: int, seed: int = 0) -> tuple[Path, Path]:
-    """``(dest_dir/<split>-<n>.spacy, its JSONL)`` from ``src``: a seeded sample of ``n`` sentences, in corpus
-    order (0 or more than there are: all of them, converted from ``src`` itself).
+def prepare_split(
+    src: Path, dest_dir: Path, split: str, n: int, seed: int = 0, units: str = "sentences"
+) -> tuple[Path, Path]:
+    """``(dest_dir/<split>-<n>-<units>.spacy, its JSONL)`` from ``src``: a seeded sample of ``n`` sentences, in
+    corpus order (0 or more than there are: all of them, converted from ``src`` itself).
 
-    Cached: converted again only when the source, ``n`` or the seed changed.
+    ``units``: "sentences" makes one Doc per sentence; "documents" one Doc per document, from the doc-id file
+    beside ``src`` (``<stem>.doc_ids.txt``; a sample keeps the ids of its sentences, so a document may lose some
+    of them). Cached: converted again only when the source, ``n``, the seed or the units changed.
     """
     lines = read_jsonl(src)
     sampled = 0 < n < len(lines)
-    stem = f"{split}-{n if sampled else 'all'}"
+    ids_src = src.with_name(f"{src.stem}.doc_ids.txt")
+    if units == "documents" and not ids_src.exists():
+        raise SystemExit(f"error: --units documents needs {ids_src}")
+    stem = f"{split}-{n if sampled else 'all'}-{units}"
     spacy_path = dest_dir / f"{stem}.spacy"
     jsonl_path = dest_dir / f"{stem}.jsonl" if sampled else src
     stat = src.stat()
-    key = {"src": str(src), "size": stat.st_size, "mtime": stat.st_mtime, "n": n, "seed": seed}
+    key = {"src": str(src), "size": stat.st_size, "mtime": stat.st_mtime, "n": n, "seed": seed, "units": units}
     meta_path = dest_dir / f"{stem}.meta.json"
     if spacy_path.exists() and meta_path.exists() and json.loads(meta_path.read_text()) == key:
         return spacy_path, jsonl_path
     dest_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "spacy_piqn", "convert", str(jsonl_path), str(spacy_path)]
     if sampled:
         keep = sorted(random.Random(seed).sample(range(len(lines)), n))
         jsonl_path.write_text("".join(lines[i] if lines[i].endswith("\n") else lines[i] + "\n" for i in keep))
-    cmd = [sys.executable, "-m", "spacy_piqn", "convert", str(jsonl_path), str(spacy_path)]
+        if units == "documents":
+            ids = ids_src.read_text(encoding="utf8").splitlines()
+            ids_path = dest_dir / f"{stem}.doc_ids.txt"
+            ids_path.write_text("".join(ids[i] + "\n" for i in keep), encoding="utf8")
+            cmd += ["--doc-ids", str(ids_path)]
+    cmd += ["--sentences"] if units == "sentences" else ["--n-sents", "0"]
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=child_env(1))
     if done.returncode != 0:
         raise RuntimeError(f"conversion of {jsonl_path} failed:\n{done.stderr}")
@@ -622,7 +646,8 @@ def evaluate_one(
     infer_cmd = [
         sys.executable, str(Path(__file__).resolve()), "infer", str(model), str(data["dev"]),
         "--system", system, "--encoder", encoder, "--batch-size", str(batch_size), "--threads", str(args.infer_threads),
-        "--repeats", str(args.repeats or mode.repeats), "--output", str(infer_json), "--gpu-id", str(args.gpu_id),
+        "--repeats", str(mode.repeats if args.repeats is None else args.repeats), "--output", str(infer_json),
+        "--gpu-id", str(args.gpu_id),
     ]  # fmt: skip
     infer_load = round(os.getloadavg()[0], 2)
     code, infer_s, infer_peak, _ = run_watched(
@@ -650,6 +675,7 @@ def evaluate_one(
         "best_step": best["step"] if best else None,
         "model": model.name,
         "model_last_f": None if last_f is None else round(100 * last_f, 2),
+        "units": args.units,
         "clock": args.clock,
         "n_train_docs": env_info["n_train"][dataset],
         "n_dev_docs": measured["n_docs"],
@@ -685,8 +711,8 @@ def evaluate_one(
         loc_f=percent(measured["loc_f"]),
         cls_f=percent(measured["cls_f"]),
         train_s=round(train_s, 1),
-        infer_sents_per_s=round(measured["infer_sents_per_s"], 1),
-        infer_words_per_s=round(measured["infer_words_per_s"], 1),
+        infer_sents_per_s=rounded(measured["infer_sents_per_s"]),
+        infer_words_per_s=rounded(measured["infer_words_per_s"]),
         peak_rss_mb=round(max(train_peak, infer_peak), 1),
         commit=env_info["commit"],
         date=env_info["date"],
@@ -730,7 +756,7 @@ def markdown_table(results: list[RunResult]) -> str:
         rows.append(
             f"| {res.dataset} | {res.encoder} | {system} | {pct(res.p)} | {pct(res.r)} | {pct(res.f)} "
             f"| {pct(res.loc_f)} | {pct(res.cls_f)} | {x['steps']} ({x['stopped_by']}) | {res.train_s:.0f} "
-            f"| {res.infer_sents_per_s:.0f} | {res.infer_words_per_s:.0f} | {count(x['encoder_sents_per_s'])} "
+            f"| {count(res.infer_sents_per_s)} | {count(res.infer_words_per_s)} | {count(x['encoder_sents_per_s'])} "
             f"| {x['train_peak_rss_mb']:.0f} / {x['infer_peak_rss_mb']:.0f} |"
         )
     return "\n".join(rows)
@@ -788,8 +814,8 @@ def run_command(args: argparse.Namespace) -> None:
         data_dir = args.runs_dir / "data" / dataset
         n_train = mode.n_train if args.n_train is None else args.n_train
         n_dev = mode.n_dev if args.n_dev is None else args.n_dev
-        train_path, train_jsonl = prepare_split(src / "train.jsonl", data_dir, "train", n_train)
-        dev_path, dev_jsonl = prepare_split(src / "dev.jsonl", data_dir, "dev", n_dev)
+        train_path, train_jsonl = prepare_split(src / "train.jsonl", data_dir, "train", n_train, units=args.units)
+        dev_path, dev_jsonl = prepare_split(src / "dev.jsonl", data_dir, "dev", n_dev, units=args.units)
         data = {"train": train_path, "dev": dev_path}
         env_info["n_train"][dataset] = len(read_jsonl(train_jsonl))
         print(f"[{dataset}] data: {env_info['n_train'][dataset]} train / {len(read_jsonl(dev_jsonl))} dev sentences: "
@@ -802,11 +828,11 @@ def run_command(args: argparse.Namespace) -> None:
                   f"spans (target >= {100 * COVERAGE_TARGET:.1f}%)", flush=True)  # fmt: skip
         for encoder in encoders:
             budget = mode.budgets[encoder]
-            if args.max_steps is not None or args.wall_s is not None:
+            if args.max_steps is not None or args.wall_s is not None or args.eval_frequency is not None:
                 budget = Budget(
                     max_steps=args.max_steps if args.max_steps is not None else budget.max_steps,
                     wall_s=args.wall_s if args.wall_s is not None else budget.wall_s,
-                    eval_frequency=budget.eval_frequency,
+                    eval_frequency=args.eval_frequency if args.eval_frequency is not None else budget.eval_frequency,
                 )
             systems = [s for s in (*PIQN_SYSTEMS, baseline, TUNED[baseline]) if s in ENCODERS[encoder].configs]
             if args.systems:
@@ -829,7 +855,7 @@ def run_command(args: argparse.Namespace) -> None:
                 curves[(dataset, encoder, system)] = curve
                 with args.results.open("a", encoding="utf8") as f:
                     f.write(json.dumps(result.row()) + "\n")
-                print(f"[{dataset}/{encoder}/{system}] F {pct(result.f)}, {result.infer_sents_per_s:.0f} sents/s; "
+                print(f"[{dataset}/{encoder}/{system}] F {pct(result.f)}, {count(result.infer_sents_per_s)} sents/s; "
                       f"appended to {args.results}", flush=True)  # fmt: skip
     table = markdown_table(results)
     print()
@@ -850,6 +876,93 @@ def infer_command(args: argparse.Namespace) -> None:
     print(json.dumps(measured, indent=2))
     if args.output is not None:
         args.output.write_text(json.dumps(measured), encoding="utf8")
+
+
+def raw_text_scores(model: Path, jsonl: Path, group: str, threads: int, batch_size: int) -> dict[str, Any]:
+    """How a pipeline does on running text: strict P/R/F of the same gold sentences fed one per Doc, in
+    multi-sentence Docs with and without sentence starts (gold tokens), and as plain text (``nlp(text)``, the
+    pipeline's own tokenizer; predictions scored where they align with the gold tokens). ``group``: "documents"
+    (the doc-id file beside ``jsonl``) or a number of consecutive sentences per Doc."""
+    import spacy
+    import torch
+    from spacy.tokens import Doc, Span
+    from spacy.training import Example
+
+    from spacy_piqn.scorer import piqn_score
+
+    torch.set_num_threads(threads)
+    nlp = spacy.load(model)
+    rows = [json.loads(line) for line in read_jsonl(jsonl)]
+    if group == "documents":
+        ids = jsonl.with_name(f"{jsonl.stem}.doc_ids.txt").read_text(encoding="utf8").splitlines()
+        groups: list[list[int]] = []
+        for i, doc_id in enumerate(ids):
+            if i == 0 or doc_id != ids[i - 1]:
+                groups.append([])
+            groups[-1].append(i)
+    else:
+        size = int(group)
+        groups = [list(range(i, min(i + size, len(rows)))) for i in range(0, len(rows), size)]
+
+    def reference(members: list[int], sent_starts: bool) -> Doc:
+        words, starts, spans = [], [], []
+        for i in members:
+            offset = len(words)
+            words += rows[i]["tokens"]
+            starts += [True] + [False] * (len(rows[i]["tokens"]) - 1)
+            spans += [(e["start"] + offset, e["end"] + offset, e["label"]) for e in rows[i]["entities"]]
+        doc = Doc(nlp.vocab, words=words, sent_starts=starts if sent_starts else None)
+        doc.spans["sc"] = [Span(doc, a, b, label=label) for a, b, label in spans]
+        return doc
+
+    def score(references: list[Doc], predicted_input: list[Any]) -> dict[str, Any]:
+        predicted = list(nlp.pipe(predicted_input, batch_size=batch_size))
+        scores = piqn_score([Example(p, r) for p, r in zip(predicted, references)], spans_key="sc")
+        crossing = 0
+        for p, r in zip(predicted, references):
+            bounds = {t.idx for t in r if t.is_sent_start}
+            for span in p.spans.get("sc", []):
+                start_char, end_char = span.start_char, span.end_char
+                crossing += any(start_char < b < end_char for b in bounds)
+        return {
+            "p": percent(scores["spans_sc_p"]),
+            "r": percent(scores["spans_sc_r"]),
+            "f": percent(scores["spans_sc_f"]),
+            "n_docs": len(references),
+            "n_predicted": sum(len(p.spans.get("sc", [])) for p in predicted),
+            "crossing_sentences": crossing,
+        }
+
+    with_starts = [reference(m, True) for m in groups]
+    sentences = [reference([i], True) for i in range(len(rows))]
+
+    def tokens(doc: Doc) -> Doc:
+        return Doc(nlp.vocab, words=[t.text for t in doc], spaces=[bool(t.whitespace_) for t in doc])
+
+    def starts_only(doc: Doc) -> Doc:
+        return Doc(nlp.vocab, words=[t.text for t in doc], sent_starts=[t.is_sent_start for t in doc])
+
+    return {
+        "model": str(model),
+        "data": str(jsonl),
+        "group": group,
+        "one_sentence_per_doc": score(sentences, [tokens(d) for d in sentences]),
+        "docs_with_sentence_starts": score(with_starts, [starts_only(d) for d in with_starts]),
+        "docs_without_sentence_starts": score(with_starts, [tokens(d) for d in with_starts]),
+        "plain_text": score(with_starts, [d.text for d in with_starts]),
+    }
+
+
+def raw_command(args: argparse.Namespace) -> None:
+    result = raw_text_scores(args.model, args.data, args.group, args.threads, args.batch_size)
+    print("| input | P | R | F | crossing a sentence |")
+    print("|---|---:|---:|---:|---:|")
+    for key, value in result.items():
+        if isinstance(value, dict):
+            print(f"| {key} ({value['n_docs']} docs) | {value['p']} | {value['r']} | {value['f']} "
+                  f"| {value['crossing_sentences']} |")  # fmt: skip
+    if args.output is not None:
+        args.output.write_text(json.dumps(result, indent=2), encoding="utf8")
 
 
 def parse_override(text: str) -> tuple[str, str, Any]:
@@ -879,9 +992,12 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--trf-name", help="vars.trf_name of the minilm configs (default: the configs' own)")
     run.add_argument("--n-train", type=int, help="override the mode's number of train sentences (0: all)")
     run.add_argument("--n-dev", type=int, help="override the mode's number of dev sentences (0: all)")
-    run.add_argument("--repeats", type=int, help="timed nlp.pipe passes, best counts (default: the mode's)")
+    run.add_argument(
+        "--repeats", type=int, help="timed nlp.pipe passes, best counts (default: the mode's; 0: scored, not timed)"
+    )
     run.add_argument("--max-steps", type=int, help="override the mode's max_steps (all systems alike)")
     run.add_argument("--wall-s", type=float, help="override the mode's training time limit (all systems alike)")
+    run.add_argument("--eval-frequency", type=int, help="override the mode's steps between dev evaluations")
     run.add_argument(
         "--clock",
         choices=("cpu", "wall"),
@@ -890,6 +1006,12 @@ def main(argv: list[str] | None = None) -> None:
         "does not shrink the budget) or wall time",
     )
     run.add_argument("--batch-size", type=int, help="nlp.pipe batch size (default: 256 tok2vec, 64 minilm)")
+    run.add_argument(
+        "--units",
+        choices=("sentences", "documents"),
+        default="sentences",
+        help="train and dev Docs: one per sentence, or one per document (from <split>.doc_ids.txt)",
+    )
     run.add_argument("--train-threads", type=int, default=1, help="OMP/torch threads of spacy train")
     run.add_argument("--infer-threads", type=int, default=2, help="torch threads for inference and timing")
     run.add_argument(
@@ -926,6 +1048,15 @@ def main(argv: list[str] | None = None) -> None:
     inf.add_argument("--output", type=Path)
     inf.add_argument("--gpu-id", type=int, default=-1)
     inf.set_defaults(func=infer_command)
+
+    raw = sub.add_parser("raw", help="score one pipeline on sentences, multi-sentence Docs and nlp(text)")
+    raw.add_argument("model", type=Path)
+    raw.add_argument("data", type=Path, help="JSONL with gold tokens and entities, one sentence per line")
+    raw.add_argument("--group", default="10", help="sentences per Doc, or 'documents' (the doc-id file beside data)")
+    raw.add_argument("--threads", type=int, default=2)
+    raw.add_argument("--batch-size", type=int, default=64)
+    raw.add_argument("--output", type=Path)
+    raw.set_defaults(func=raw_command)
 
     args = parser.parse_args(argv)
     args.func(args)

@@ -4,12 +4,15 @@
 
 Input: ``GENIAcorpus3.02.tgz`` (the XML is read from inside it) or the extracted ``GENIAcorpus3.02.xml``.
 Output: ``train.jsonl``, ``dev.jsonl`` and ``test.jsonl`` in OUTPUT_DIR, one sentence per line,
-``{"tokens": [...], "entities": [{"start", "end", "label"}]}`` with ``end`` exclusive.
+``{"tokens": [...], "entities": [{"start", "end", "label"}]}`` with ``end`` exclusive, and beside each its
+doc-id file ``<split>.doc_ids.txt``: line i is the MEDLINE id of the article of sentence i (``MEDLINE:93136418``),
+which ``python -m spacy_piqn convert`` uses to make one Doc per article.
 
 The rules are those of the "GENIA" section of the shared data README (the split of Yu et al. 2020, Shen et al.
 2021 and PIQN):
 
-* Sentences: every ``<sentence>`` element (titles and abstracts), in corpus order.
+* Sentences: every ``<sentence>`` element (titles and abstracts), in corpus order; the document of each is its
+  ``<article>``'s ``<bibliomisc>`` id. The corpus holds MEDLINE:97218353 twice, so that id comes back in train.
 * Tokens: the sentence text split on whitespace and, in addition, wherever any ``<cons>`` element starts or
   ends, so ``daltons.`` stays one token unless a term ends before the dot.
 * Types: ``G#DNA_*`` -> DNA, ``G#RNA_*`` -> RNA, ``G#protein_*`` -> protein, ``G#cell_line``, ``G#cell_type``.
@@ -46,6 +49,7 @@ PREFIX_TYPES = re.compile(r"G#(DNA|RNA|protein)_\S+")
 EXACT_TYPES = {"G#cell_line": "cell_line", "G#cell_type": "cell_type"}
 
 Record = dict[str, list]
+DOC_IDS_SUFFIX = ".doc_ids.txt"
 
 
 def file_sha256(path: Path) -> str:
@@ -146,13 +150,18 @@ def read_xml(path: Path) -> bytes:
             return stream.read()
 
 
-def read_records(path: Path) -> Iterator[Record]:
+def read_records(path: Path) -> Iterator[tuple[Record, str]]:
+    """Every sentence's record with the MEDLINE id of its article, in corpus order."""
     root = ET.fromstring(read_xml(path))
-    for sentence in root.iter("sentence"):
-        yield sentence_record(sentence)
+    for article in root.iter("article"):
+        doc_id = (article.findtext("articleinfo/bibliomisc") or "").strip()
+        if not doc_id:
+            raise typer.BadParameter(f"{path}: an <article> without an <articleinfo><bibliomisc> id")
+        for sentence in article.iter("sentence"):
+            yield sentence_record(sentence), doc_id
 
 
-def split(records: list[Record], test_size: int, dev_size: int) -> dict[str, list[Record]]:
+def split(records: list, test_size: int, dev_size: int) -> dict[str, list]:
     if test_size + dev_size >= len(records):
         raise typer.BadParameter(f"{len(records)} sentences cannot hold {test_size} test and {dev_size} dev ones")
     n_train = len(records) - test_size - dev_size
@@ -169,7 +178,9 @@ def count_entities(records: list[Record]) -> int:
 
 def main(
     input_path: Annotated[Path, typer.Argument(help="GENIAcorpus3.02.tgz, or the GENIAcorpus3.02.xml inside it.")],
-    output_dir: Annotated[Path, typer.Argument(help="Folder for train.jsonl, dev.jsonl and test.jsonl.")],
+    output_dir: Annotated[
+        Path, typer.Argument(help="Folder for train.jsonl, dev.jsonl and test.jsonl and their .doc_ids.txt.")
+    ],
     sha256: Annotated[str, typer.Option(help="Expected sha256 of INPUT_PATH, checked before reading.")] = "",
     test_size: Annotated[int, typer.Option(help="Sentences at the end that form the test split.")] = 1854,
     dev_size: Annotated[int, typer.Option(help="Sentences at the end of train+dev that form dev.")] = 1669,
@@ -181,15 +192,18 @@ def main(
     if sha256 and digest != sha256.lower():
         typer.echo(f"error: sha256 of {input_path} is {digest}, expected {sha256}", err=True)
         raise typer.Exit(1)
-    records = list(read_records(input_path))
-    parts = split(records, test_size, dev_size)
+    pairs = split(list(read_records(input_path)), test_size, dev_size)
+    parts = {name: [record for record, _ in part] for name, part in pairs.items()}
     output_dir.mkdir(parents=True, exist_ok=True)
-    for name, part in parts.items():
+    for name, part in pairs.items():
         with (output_dir / f"{name}.jsonl").open("w", encoding="utf-8") as file:
-            for record in part:
+            for record, _ in part:
                 file.write(json.dumps(record, ensure_ascii=False) + "\n")
-        counts = f"{len(part):>6} sentences, {count_entities(part):>6} entities"
-        typer.echo(f"{name:>5}: {counts} -> {output_dir / name}.jsonl")
+        with (output_dir / f"{name}{DOC_IDS_SUFFIX}").open("w", encoding="utf-8") as file:
+            file.writelines(f"{doc_id}\n" for _, doc_id in part)
+        n_docs = sum(1 for i, (_, doc_id) in enumerate(part) if i == 0 or doc_id != part[i - 1][1])
+        counts = f"{len(part):>6} sentences, {count_entities(parts[name]):>6} entities, {n_docs:>5} documents"
+        typer.echo(f"{name:>5}: {counts} -> {output_dir / name}.jsonl, {name}{DOC_IDS_SUFFIX}")
     if digest == GENIA_302_SHA256 and (test_size, dev_size) == (1854, 1669):
         found = (
             len(parts["train"]) + len(parts["dev"]),

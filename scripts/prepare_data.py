@@ -1,12 +1,15 @@
-"""Make sure a dataset's JSONL files exist: the `data` step of `spacy project run all`.
+"""The `data` step of `spacy project run all`: make sure a dataset's JSONL files (and doc-id files) exist.
 
     python scripts/prepare_data.py DATA_DIR DATASET [--genia-tgz assets/genia/GENIAcorpus3.02.tgz]
 
 * ``DATA_DIR/DATASET/train.jsonl`` and ``dev.jsonl`` exist (``--vars.data_dir ../shared/data``, or files a user
-  put there): they are used as they are, nothing is written.
+  put there): they are used as they are, nothing is written. Their doc-id files ``train.doc_ids.txt`` and
+  ``dev.doc_ids.txt`` (one document id per record), when there, are what gives ``convert`` one Doc per document;
+  one without the other is an error, since train and dev would then be cut differently.
 * DATASET is ``genia`` and neither exists: the standard split is built into ``DATA_DIR/genia`` from the GENIA 3.02
   release that ``spacy project assets`` downloaded, exactly as the ``preprocess-genia`` command does
-  (``genia_xml_to_jsonl.py``: sha256 checked before reading, sentence and entity counts checked after).
+  (``genia_xml_to_jsonl.py``: sha256 checked before reading, sentence and entity counts checked after), doc-id
+  files included.
 * Otherwise the step fails with the command to run, instead of ``convert`` failing on a missing file.
 """
 
@@ -51,7 +54,16 @@ def main(
     files = [folder / f"{split}.jsonl" for split in SPLITS]
     present = [path.is_file() for path in files]
     if all(present):
-        typer.echo(f"Using {files[0]} and {files[1]}")
+        doc_ids = [folder / f"{split}.doc_ids.txt" for split in SPLITS]
+        with_ids = [path.is_file() for path in doc_ids]
+        if any(with_ids) and not all(with_ids):
+            have, missing = (doc_ids[0], doc_ids[1]) if with_ids[0] else (doc_ids[1], doc_ids[0])
+            raise fail(
+                f"{have} exists but {missing} does not: train and dev would be converted differently (whole "
+                "documents and single sentences). Add it, or remove both to convert sentences."
+            )
+        documents = f" (documents from {doc_ids[0].name} and {doc_ids[1].name})" if all(with_ids) else ""
+        typer.echo(f"Using {files[0]} and {files[1]}{documents}")
         return
     if any(present):
         have, missing = (files[0], files[1]) if present[0] else (files[1], files[0])

@@ -17,6 +17,7 @@ __all__ = ["PIQN", "make_piqn", "register", "__version__"]
 REGISTERING_MODULES = (
     "pipeline",
     "architectures",
+    "legacy",
     "scorer",
     "corpus",
     "windows",

@@ -50,14 +50,19 @@ SPAN_COLORS = (
 )
 
 REPORT_ROWS = (
-    ("docs read", "docs_read"),
+    ("sentences read", "sentences_read"),
     ("skipped", "skipped"),
+    ("documents", "documents"),
+    ("reappeared documents", "reappeared_documents"),
     ("docs written", "docs_written"),
     ("sentences written", "sentences_written"),
     ("entities read", "entities_read"),
     ("duplicates removed", "duplicates_removed"),
     ("entities written", "entities_written"),
+    ("crossing pairs", "crossing_pairs"),
 )
+# Column files only: I-/E-/L- tags that had to start an entity (IOB1 reading).
+COLUMN_REPORT_ROWS = (("I-/E-/L- starting entities", "continuation_starts"),)
 
 
 def transformers_problem() -> str | None:
@@ -165,13 +170,25 @@ def log_to_stderr(level: int = logging.INFO) -> Iterator[None]:
 
 
 def format_report(report: dict[str, Any]) -> str:
-    """The conversion report as aligned text lines."""
+    """The conversion report as aligned text lines: where documents came from, the counts, entities per label."""
     header = (
         f"Converted {report['input']} ({report['format']}) -> {report['output']}, spans key {report['spans_key']!r}"
     )
-    width = max(len(name) for name, _ in REPORT_ROWS)
-    rows = [f"  {name:<{width}}  {report[key]:>8}" for name, key in REPORT_ROWS]
-    return "\n".join([header, *rows])
+    source = report["documents_from"] or "none in the input (no doc-id file, doc_id or -DOCSTART-)"
+    notes = [f"  documents: {source}; {report['grouping']}"]
+    if report["format"] == "conll":
+        index = " (column 1 is a token index)" if report["token_column"] == 2 else ""
+        notes.append(f"  token column {report['token_column']}{index}, tag scheme {report['scheme']}")
+    rows = REPORT_ROWS + (COLUMN_REPORT_ROWS if report["format"] == "conll" else ())
+    width = max(len(name) for name, _ in rows)
+    lines = [f"  {name:<{width}}  {'-' if report[key] is None else report[key]:>8}" for name, key in rows]
+    labels = sorted(report["labels"].items(), key=lambda item: (-item[1], item[0]))
+    label_width = max((len(label) for label, _ in labels), default=0)
+    table = ["  entities written per label:"] if labels else []
+    for label, count in labels:
+        rare = report["rare_labels"].get(label)
+        table.append(f"    {label:<{label_width}}  {count:>8}" + (f"  rare: typo? first at {rare}" if rare else ""))
+    return "\n".join([header, *notes, *lines, *table])
 
 
 @app.command("convert")
@@ -183,7 +200,28 @@ def convert_command(
     ] = None,
     spans_key: Annotated[str, typer.Option("--spans-key", "-k", help="doc.spans key for the gold spans.")] = "sc",
     lang: Annotated[str, typer.Option("--lang", "-l", help="Language code for the vocab (spacy.blank).")] = "en",
-    n_sents: Annotated[int, typer.Option("--n-sents", "-n", help="Sentences per output doc.")] = 1,
+    n_sents: Annotated[
+        int | None,
+        typer.Option(
+            "--n-sents",
+            "-n",
+            help="At most N consecutive sentences of one document per output doc; 0: whole documents. Default: "
+            "whole documents when the input has document information (doc-id file, doc_id fields, -DOCSTART-), "
+            "else 1.",
+        ),
+    ] = None,
+    doc_ids: Annotated[
+        Path | None,
+        typer.Option(
+            "--doc-ids",
+            help="jsonl: file with the document id of each record, one per line. "
+            "Default: <stem>.doc_ids.txt beside the input, if it exists.",
+        ),
+    ] = None,
+    sentences: Annotated[
+        bool,
+        typer.Option("--sentences", help="Ignore all document information: one sentence per doc (or --n-sents)."),
+    ] = False,
     tag_cols: Annotated[
         int | None,
         typer.Option(
@@ -192,6 +230,22 @@ def convert_command(
             "Default: the trailing columns whose values are mostly tags.",
         ),
     ] = None,
+    token_col: Annotated[
+        int | None,
+        typer.Option(
+            "--token-col",
+            help="conll: the column (from 1) that holds the token. "
+            "Default: 2 when column 1 is a per-sentence index (1, 2, 3, ...), else 1.",
+        ),
+    ] = None,
+    scheme: Annotated[
+        str,
+        typer.Option(
+            "--scheme",
+            help="conll: iob2 (also BIO, BIOES, BILOU: entities start with B-, S- or U-; an I- that starts one is "
+            "read as IOB1 but counted and logged) or iob1 (I- after O or another type starts an entity).",
+        ),
+    ] = "iob2",
     skip_invalid: Annotated[
         bool, typer.Option("--skip-invalid", help="Skip and log invalid records instead of stopping.")
     ] = False,
@@ -199,7 +253,10 @@ def convert_command(
         str | None, typer.Option("--labels", help="Comma-separated allowed labels; any other label is an error.")
     ] = None,
 ) -> None:
-    """Convert a pre-tokenized nested-NER corpus to a .spacy DocBin with every entity in doc.spans."""
+    """Convert a pre-tokenized nested-NER corpus to a .spacy DocBin with every entity in doc.spans.
+
+    Consecutive sentences of one document become one doc (docs/data.md describes the formats and the report).
+    """
     from .convert import ConversionError, convert
 
     allowed = None if labels is None else [label.strip() for label in labels.split(",") if label.strip()]
@@ -212,7 +269,11 @@ def convert_command(
                 spans_key=spans_key,
                 lang=lang,
                 n_sents=n_sents,
+                documents=not sentences,
+                doc_ids=doc_ids,
                 tag_cols=tag_cols,
+                token_col=token_col,
+                scheme=scheme,
                 labels=allowed,
                 skip_invalid=skip_invalid,
             )

@@ -8,14 +8,12 @@ Candidates are ranked by score and filtered: ``nested`` drops spans crossing a k
 keeps one label per span, ``flat`` keeps no overlaps at all.
 """
 
-from typing import Any, List, Mapping, Sequence, Tuple
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .errors import Errors
+from .settings import DEFAULT_DECODING, check_decoding_mode
 from .windows import Window
-
-DECODING_MODES = ("nested", "flat")
 
 Candidates = Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
@@ -100,8 +98,8 @@ def filter_candidates(
     ends: np.ndarray,
     scores: np.ndarray,
     mode: str = "nested",
-    types: np.ndarray = None,
-    keep_ratio: float = 2.0,
+    types: Optional[np.ndarray] = None,
+    keep_ratio: float = DEFAULT_DECODING.merge_keep_ratio,
 ) -> np.ndarray:
     """Indices of the candidates to keep, best score first.
 
@@ -114,8 +112,7 @@ def filter_candidates(
     same-label nest scores about as high as its parent (bench/RESULTS.md).
     flat: dropped on any overlap.
     """
-    if mode not in DECODING_MODES:
-        raise ValueError(Errors.E015.format(modes=DECODING_MODES, value=mode))
+    check_decoding_mode(mode)
     order = np.argsort(-scores, kind="stable")
     kept: List[int] = []
     kept_starts = np.zeros((len(order),), dtype=np.int64)

@@ -2,8 +2,8 @@
 
 Every message starts with its code in brackets, and the code equals the attribute's name. Codes are grouped
 by area: E001-E005 the piqn component; E006-E099 settings, layers, torch modules, windows, decoding,
-callbacks and scale; E100-E199 convert (data validation); E200-E299 the command line. This module imports
-nothing, so torch-only modules can use it too.
+callbacks and scale; E100-E199 convert (data validation); E200-E299 the command line. Warnings: W001-W099 the
+component, W100-W199 convert. This module imports nothing, so torch-only modules can use it too.
 """
 
 
@@ -28,7 +28,6 @@ class Errors:
         "spacy_piqn convert --spans-key {key}) and that [corpora] keeps them (max_length = 0, "
         "gold_preproc = false: both would drop doc.spans)."
     )
-    E004 = "[E004] decoding must be one of {modes}, got {value!r} (piqn component '{name}')."
     E005 = (
         "[E005] Could not load the weights of the piqn component '{name}' from {path}: {reason}. "
         "The file is missing or corrupted; save the pipeline again with nlp.to_disk()."
@@ -135,29 +134,35 @@ class Errors:
     E040 = "[E040] {path}:{line}: not valid JSON ({reason})."
     E041 = "[E041] {path}:{line}: needs a 'tokens' list or a 'text' string."
     E042 = "[E042] {path}: no documents (every line is blank)."
-    # settings.py (LossSettings), added later
-    E043 = "[E043] last_layer_n_slots must be >= 0 (0: n_slots), got {value}."
+    # settings.py, schedules.py
     E044 = "[E044] Unknown piqn component setting(s) {names}; the settings are {known}."
-    E045 = "[E045] iou_class_target must be between 0 and 1, got {value}."
-    E046 = "[E046] proposal_strength must be >= 0 (0: fixed anchors instead of proposals), got {value}."
     E047 = (
         "[E047] spacy-piqn.warmup_linear.v1 needs warmup_steps >= 0, total_steps >= 0 and 0 <= final_rate <= "
         "initial_rate, got warmup_steps={warmup_steps}, total_steps={total_steps}, initial_rate={initial_rate}, "
         "final_rate={final_rate}."
     )
-    E048 = "[E048] denoising_prior must be >= 0 (0: denoising queries get no pointer prior), got {value}."
-    E049 = (
-        "[E049] denoising_boundary_noise must be >= 0 and denoising_label_noise between 0 and 1, got "
-        "{boundary} and {label}."
+    # pipeline.py (loading), architectures.py, settings.py, windows.py
+    E051 = (
+        "[E051] The config of the piqn component '{name}' sets {given}, but its saved model was trained with "
+        "{saved}. These settings shape the weights (or what they learned), so they cannot change when a "
+        "pipeline is loaded; only {runtime} can. Drop them from the load-time config, or train a new model."
     )
-    E050 = (
-        "[E050] Denoising queries were passed to a PIQN head built without `denoising = true`: build the model "
-        "with it (spacy-piqn.PIQN.v1) to train them."
+    E052 = "[E052] {name} must be >= 0, got {value}."
+    E053 = "[E053] {name} must be between 0 and 1, got {value}."
+    E054 = (
+        "[E054] The PIQN head has n_queries = {head}, but its query-carrying encoder has n_queries = {encoder}: "
+        "the head reads the encoder's query states, so set both to the same number."
+    )
+    E055 = "[E055] token_windows needs context >= 0 (words of context on each side), got {context}."
+    E056 = (
+        "[E056] The weights of the piqn component '{name}' loaded from {path} hold NaN or infinite values "
+        "({n_bad} of {n_params} parameters: {examples}); every prediction would be empty. The file is "
+        "corrupted: save the pipeline again, or retrain."
     )
 
     # -----------------------------------------------------------------------------------------------------
-    # E100-E199: convert.py. The reasons of invalid records (E101-E122) become ConversionError's reason,
-    # which reads "FILE:LINE: [E1xx] reason".
+    # E100-E199: convert.py. The reasons of invalid records (E101-E122, E131-E134) become ConversionError's
+    # reason, which reads "FILE:LINE: [E1xx] reason".
 
     E100 = "[E100] expected a spaCy Language or Vocab, got {type}."
     E101 = "[E101] not valid UTF-8 (byte 0x{byte:02x} at column {column}); re-save the file as UTF-8."
@@ -179,17 +184,44 @@ class Errors:
     E117 = "[E117] expected a JSON object, got {type}."
     E118 = "[E118] missing key {key!r}."
     E119 = "[E119] found no tag column (values like O, B-X, I-X after the token); pass --tag-cols N."
-    E120 = "[E120] expected a token and {n_tag_cols} tag column(s), found {n_columns} column(s)."
+    E120 = (
+        "[E120] expected at least {n_needed} columns (the token in column {token_col}, then {n_tag_cols} tag "
+        "column(s) at the end), found {n_columns}."
+    )
     E121 = "[E121] unknown tag {tag!r} in tag column {column}; expected O or B-, I-, E-, S-, L-, U- and a label."
     E122 = "[E122] unknown tag {tag!r} at position {position}; expected O or B-, I-, E-, S-, L-, U- and a label."
     # Arguments and files of convert()
     E123 = "[E123] tag_cols must be at least 1, got {tag_cols}."
-    E124 = "[E124] n_sents must be at least 1, got {n_sents}."
+    E124 = "[E124] n_sents must be 0 (whole documents) or more, got {n_sents}."
     E125 = "[E125] cannot tell the format of {path} from its suffix {suffix!r}; pass --format jsonl or --format conll."
     E126 = "[E126] unknown format {format!r}; use one of {formats}."
     E127 = "[E127] input file not found: {path}"
     E128 = "[E128] unknown language code {lang!r} for spacy.blank."
     E129 = "[E129] consistency check failed for {path}: {problems}."
+    # Documents (doc-id files, doc_id fields) and column-file options
+    E130 = (
+        "[E130] {path} has {n_records} records but its doc-id file {doc_ids} has {n_ids} lines; line i of the "
+        "doc-id file must name the document of the i-th non-blank record. Rebuild the doc-id file with the JSONL, "
+        "or pass --sentences to ignore documents."
+    )
+    E131 = "[E131] empty document id; every line of a doc-id file names the document of one record."
+    E132 = "[E132] 'doc_id' must be a non-empty string, got {value!r}."
+    E133 = (
+        "[E133] 'doc_id' is {here} here but {there} on line {line}; give every record a doc_id, or none "
+        "(--sentences ignores them)."
+    )
+    E134 = "[E134] 'doc_id' {value!r} differs from {expected!r}, line {line} of the doc-id file {path}."
+    E135 = (
+        "[E135] n_sents 0 asks for whole documents, but the input has no document information (no doc-id "
+        "file, no 'doc_id' in the records, no -DOCSTART- line): pass --doc-ids PATH, or --n-sents N."
+    )
+    E136 = "[E136] a doc-id file was given together with --sentences, which ignores documents; drop one of them."
+    E137 = (
+        "[E137] doc-id files are for JSONL input; column files mark their documents with -DOCSTART- lines "
+        "(--sentences ignores them)."
+    )
+    E138 = "[E138] unknown tag scheme {scheme!r}; use one of {schemes} (iob2 also reads BIOES and BILOU)."
+    E139 = "[E139] token_col must be at least 1, got {token_col}."
 
     # -----------------------------------------------------------------------------------------------------
     # E200-E299: the command line (cli.py); fail() prints them as "error: [E2xx] ..."
@@ -233,3 +265,32 @@ class Warnings:
         "[W003] {n} gold spans in this batch do not align with the predicted tokenization and are "
         "not trained on (use the gold tokens, e.g. Doc(words=...), to avoid this)."
     )
+    W004 = (
+        "[W004] Doc {doc} has no sentence boundaries, so spacy-piqn.token_windows.v1 reads it in windows of "
+        "{size} tokens that mix sentences, while PIQN learned one sentence per window: it finds fewer entities "
+        "there. Use spacy-piqn.token_windows.v2 (it finds sentences itself), or add a sentencizer before the "
+        'component: nlp.add_pipe("sentencizer", first=True).'
+    )
+
+    # -----------------------------------------------------------------------------------------------------
+    # W100-W199: convert.py, logged on the "spacy_piqn" logger as "FILE:LINE: [W1xx] ..." and counted in the
+    # conversion report
+
+    W100 = (
+        "[W100] {tag!r} in tag column {column} starts an entity after {previous} (IOB1 style); it is read as a "
+        "new entity. In IOB2, BIOES and BILOU an entity starts with B-, S- or U-: fix the tag, or pass "
+        "--scheme iob1 if the file is IOB1."
+    )
+    W101 = (
+        "[W101] the entities {first} and {second} cross (they overlap, neither contains the other). Both are "
+        "kept, but nested decoding can predict at most one of them."
+    )
+    W102 = (
+        "[W102] document {doc_id!r} comes back after other documents (first seen at line {first}); these "
+        "sentences start a new doc. Check the order of the records (and of the doc-id file)."
+    )
+    W103 = (
+        "[W103] rare label(s), typo? {labels}; the most frequent label has {most} entities. Fix the label, or "
+        "pass --labels to make unknown labels an error."
+    )
+    W104 = "[W104] {path}: {code} logged {n} times; later cases are counted in the report, not logged."

@@ -1,11 +1,12 @@
 """PIQN's settings, one frozen, torch-free object per concern, each default defined once here.
 
-``HeadSettings``: what the model looks like. The registered builders (``architectures.py``) take its
-fields as config arguments and build one; the thinc wrapper saves it in its attrs and the torch
-module reads it. The component reads the pointer type from it too, since the loss and the decoding
-depend on it. ``LossSettings`` (assignment and loss) and ``DecodingSettings`` (from probabilities to
-spans) are the component's own settings (``[components.piqn]``): the factory takes its defaults from
-them and the loss and decoding read them from the component's cfg.
+``HeadSettings``: what the model looks like. ``spacy-piqn.PIQNHead.v1`` (``architectures.py``) takes its
+fields as config arguments and builds one; the thinc wrapper keeps it in its attrs and the torch module
+reads it. Most fields shape the weights or what they learned (``STRUCTURAL``): a saved pipeline keeps
+them, and a load-time config that contradicts them is an error. The rest may change at load time.
+``LossSettings`` (assignment and loss) and ``DecodingSettings`` (from probabilities to spans) are the
+component's own settings (``[components.piqn]``): the factory takes its defaults from them and the loss
+and decoding read them from the component's cfg.
 """
 
 from dataclasses import asdict, dataclass, fields
@@ -15,11 +16,12 @@ from .errors import Errors
 
 POINTERS = ("softmax", "sigmoid")
 FUSIONS = ("additive", "bilinear")
+DECODING_MODES = ("nested", "flat")
 
 
 @dataclass(frozen=True)
 class HeadSettings:
-    """What the word-level part of PIQN looks like (see ``spacy-piqn.PIQN.v1`` for each)."""
+    """What the word-level part of PIQN looks like (see ``spacy-piqn.PIQNHead.v1`` for each)."""
 
     width: int = 192
     n_queries: int = 30
@@ -35,10 +37,6 @@ class HeadSettings:
     query_interaction: bool = True
     common_embedding: bool = True
     max_padded_words: int = 1024
-    dense_boundaries: bool = False
-    proposal_strength: float = 0.0
-    denoising: bool = False
-    denoising_prior: float = 0.25
 
     def __post_init__(self) -> None:
         if self.pointer not in POINTERS:
@@ -47,10 +45,6 @@ class HeadSettings:
             raise ValueError(Errors.E007.format(options=FUSIONS, value=self.pointer_fusion))
         if self.anchor_strength < 0:
             raise ValueError(Errors.E008.format(value=self.anchor_strength))
-        if self.proposal_strength < 0:
-            raise ValueError(Errors.E046.format(value=self.proposal_strength))
-        if self.denoising_prior < 0:
-            raise ValueError(Errors.E048.format(value=self.denoising_prior))
         if self.width % 2:
             raise ValueError(Errors.E009.format(width=self.width))
         if self.width % self.n_heads:
@@ -64,50 +58,37 @@ class HeadSettings:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Dict[str, Any]) -> "HeadSettings":
-        """Settings from saved attrs; keys a newer version added take their defaults."""
-        known = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in data.items() if k in known})
+    def from_dict(cls, data: Mapping[str, Any]) -> "HeadSettings":
+        """Settings from saved attrs; keys this version does not know are ignored, keys it added
+        take their defaults."""
+        return cls(**_fields_of(cls, data))
 
+
+# Settings that only change how the head runs, not what it learned: a load-time config may set them.
+RUNTIME = ("dropout", "classifier_dropout", "max_padded_words")
+STRUCTURAL = tuple(f.name for f in fields(HeadSettings) if f.name not in RUNTIME)
 
 DEFAULT_HEAD = HeadSettings()
 
 
 @dataclass(frozen=True)
 class LossSettings:
-    """One-to-many assignment and loss weights (``[components.piqn]``; see README for each)."""
+    """One-to-many assignment and loss weights (``[components.piqn]``; docs/configuration.md has each)."""
 
     n_slots: int = 15
     match_class_weight: float = 2.0
     match_boundary_weight: float = 2.0
     loss_class_weight: float = 8.0
     loss_boundary_weight: float = 2.0
-    # Weight of the dense boundary head's loss, where the head has one (HeadSettings.dense_boundaries).
-    loss_dense_weight: float = 1.0
-    # Slots per gold entity's share on the last word-level layer, the one decoding reads (0: n_slots).
-    # 1 trains it one-to-one (DETR's matching): its spare queries learn "None" even next to an entity.
-    last_layer_n_slots: int = 0
-    # How much a matched query's class target follows its localization: the gold class gets
-    # 1 − iou_class_target · (1 − IoU of the query's argmax span with its gold), "None" the rest.
-    iou_class_target: float = 0.0
-    # Denoising queries (models built with HeadSettings.denoising): each boundary of a gold
-    # entity's training-only copy moves by up to ceil(denoising_boundary_noise · its width) words,
-    # its label is redrawn with probability denoising_label_noise; their loss has this weight.
-    denoising_boundary_noise: float = 0.4
-    denoising_label_noise: float = 0.2
-    loss_denoising_weight: float = 1.0
+    # The first this many updates of a training process assign queries statically (in text order)
+    # instead of by Hungarian matching; a very large value is the paper's static-assignment ablation.
+    ordered_warmup_updates: int = 0
 
     def __post_init__(self) -> None:
         if self.n_slots < 1:
             raise ValueError(Errors.E013.format(n_slots=self.n_slots))
-        if self.last_layer_n_slots < 0:
-            raise ValueError(Errors.E043.format(value=self.last_layer_n_slots))
-        if not 0.0 <= self.iou_class_target <= 1.0:
-            raise ValueError(Errors.E045.format(value=self.iou_class_target))
-        if self.denoising_boundary_noise < 0 or not 0.0 <= self.denoising_label_noise <= 1.0:
-            raise ValueError(
-                Errors.E049.format(boundary=self.denoising_boundary_noise, label=self.denoising_label_noise)
-            )
+        if self.ordered_warmup_updates < 0:
+            raise ValueError(Errors.E052.format(name="ordered_warmup_updates", value=self.ordered_warmup_updates))
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, Any]) -> "LossSettings":
@@ -115,9 +96,15 @@ class LossSettings:
         return cls(**_fields_of(cls, cfg))
 
 
+def check_decoding_mode(mode: str) -> None:
+    """The one check of a decoding mode, for the settings and for ``decoding.filter_candidates``."""
+    if mode not in DECODING_MODES:
+        raise ValueError(Errors.E015.format(modes=DECODING_MODES, value=mode))
+
+
 @dataclass(frozen=True)
 class DecodingSettings:
-    """From probabilities to spans (``[components.piqn]``; see README for each)."""
+    """From probabilities to spans (``[components.piqn]``; docs/configuration.md has each)."""
 
     class_threshold: float = 0.0
     boundary_threshold: float = 0.0
@@ -125,6 +112,18 @@ class DecodingSettings:
     merge_nested_duplicates: bool = True
     merge_keep_ratio: float = 0.9
     set_ents: bool = False
+
+    def __post_init__(self) -> None:
+        check_decoding_mode(self.decoding)
+        for name in ("class_threshold", "boundary_threshold"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(Errors.E053.format(name=name, value=getattr(self, name)))
+        if self.merge_keep_ratio < 0:
+            raise ValueError(Errors.E052.format(name="merge_keep_ratio", value=self.merge_keep_ratio))
+
+    @classmethod
+    def from_cfg(cls, cfg: Mapping[str, Any]) -> "DecodingSettings":
+        return cls(**_fields_of(cls, cfg))
 
 
 DEFAULT_LOSS = LossSettings()
@@ -139,7 +138,7 @@ def component_settings(values: Mapping[str, Any]) -> Tuple[LossSettings, Decodin
     unknown = sorted(set(values) - loss_names - decoding_names)
     if unknown:
         raise TypeError(Errors.E044.format(names=unknown, known=sorted(loss_names | decoding_names)))
-    return LossSettings.from_cfg(values), DecodingSettings(**_fields_of(DecodingSettings, values))
+    return LossSettings.from_cfg(values), DecodingSettings.from_cfg(values)
 
 
 def _fields_of(cls: type, values: Mapping[str, Any]) -> Dict[str, Any]:

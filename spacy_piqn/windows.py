@@ -1,48 +1,115 @@
 """Where the PIQN head looks: docs are cut into windows so that long docs and docs with more
-entities than queries are covered whole (the official code drops docs over 512 subwords)."""
+entities than queries are covered whole (the official code drops docs over 512 subwords).
 
-from typing import Callable, List, NamedTuple
+PIQN learns one sentence per window (the official code reads one sentence at a time, with its
+neighbours as context), so windows follow sentences: the doc's own boundaries when a component
+before this one set them (``sentencizer``, ``senter``, ``parser``), else those that spaCy's
+``sentencizer`` rule finds. A window may carry context: words around it that the head reads but
+never predicts on.
+"""
 
+import logging
+from typing import Callable, Iterable, List, NamedTuple, Tuple
+
+from spacy.pipeline import Sentencizer
 from spacy.tokens import Doc
 from spacy.util import registry
 
-from .errors import Errors
+from .errors import Errors, Warnings
+
+logger = logging.getLogger("spacy_piqn")
 
 
 class Window(NamedTuple):
-    """Tokens [start, end) of docs[doc]."""
+    """Tokens [start, end) of docs[doc] are predicted on; the head also reads ``left_context``
+    tokens before them and ``right_context`` tokens after them."""
 
     doc: int
     start: int
     end: int
+    left_context: int = 0
+    right_context: int = 0
+
+    @property
+    def read_start(self) -> int:
+        return self.start - self.left_context
+
+    @property
+    def read_end(self) -> int:
+        return self.end + self.right_context
 
 
 GetWindows = Callable[[List[Doc]], List[Window]]
 
 
-def split_range(start: int, end: int, size: int, stride: int) -> List[Window]:
-    """Cover [start, end) with windows of at most ``size`` tokens, ``stride`` apart, so that
-    every span of up to ``size - stride + 1`` tokens lies whole inside some window."""
+def split_range(start: int, end: int, size: int, stride: int) -> List[Tuple[int, int]]:
+    """Cover [start, end) with stretches of at most ``size`` tokens, ``stride`` apart, so that
+    every span of up to ``size - stride + 1`` tokens lies whole inside some stretch."""
     spans = [(start, min(start + size, end))]
     while spans[-1][1] < end:
         begin = spans[-1][0] + stride
         spans.append((begin, min(begin + size, end)))
-    return [Window(-1, s, e) for s, e in spans]
+    return spans
+
+
+def sentence_stretches(doc: Doc, rule: Sentencizer) -> List[Tuple[int, int]]:
+    """(start, end) of each sentence: the doc's own sentence boundaries where it has them, else the
+    ones spaCy's ``sentencizer`` punctuation rule finds (the doc itself is not changed)."""
+    if doc.has_annotation("SENT_START"):
+        return [(sent.start, sent.end) for sent in doc.sents]
+    starts = [i for i, is_start in enumerate(rule.predict([doc])[0]) if is_start]
+    return list(zip(starts, starts[1:] + [len(doc)]))
+
+
+def _check_sizes(size: int, stride: int) -> None:
+    if not 0 < stride <= size:
+        raise ValueError(Errors.E016.format(stride=stride, size=size))
+
+
+@registry.misc("spacy-piqn.token_windows.v2")
+def configure_token_windows(size: int = 128, stride: int = 96, context: int = 0) -> GetWindows:
+    """One window per sentence (a longer sentence is cut into windows of at most ``size`` tokens).
+
+    Sentences are the doc's own (set by a ``sentencizer``, ``senter`` or ``parser`` before the
+    component) or, where a doc has none, those of spaCy's ``sentencizer`` rule, so that raw text
+    (``nlp(abstract)``) is read as the model was trained. Entities that cross a sentence boundary
+    cannot be predicted; training logs how many gold spans that leaves out.
+
+    size (int): the longest window, in tokens.
+    stride (int): the step between consecutive windows of a long sentence; ``size - stride``
+        tokens overlap, so entities up to that length + 1 near a cut are still seen whole.
+    context (int): tokens of the surrounding doc on each side of a window that the head reads
+        (BiLSTM and word-level layers) but never predicts on; 0: none. The official code reads the
+        neighbouring sentences the same way.
+    """
+    _check_sizes(size, stride)
+    if context < 0:
+        raise ValueError(Errors.E055.format(context=context))
+    rule = Sentencizer()
+
+    def get_windows(docs: List[Doc]) -> List[Window]:
+        windows = []
+        for i, doc in enumerate(docs):
+            if len(doc) == 0:
+                continue
+            for start, end in _cut(sentence_stretches(doc, rule), size, stride):
+                left, right = min(context, start), min(context, len(doc) - end)
+                windows.append(Window(i, start, end, left, right))
+        return windows
+
+    return get_windows
 
 
 @registry.misc("spacy-piqn.token_windows.v1")
-def configure_token_windows(size: int = 128, stride: int = 96, use_sents: bool = True) -> GetWindows:
-    """Windows of at most ``size`` tokens.
+def configure_token_windows_v1(size: int = 128, stride: int = 96, use_sents: bool = True) -> GetWindows:
+    """Windows of at most ``size`` tokens (pipelines trained before ``token_windows.v2``).
 
-    size (int): the longest window, in tokens.
-    stride (int): the step between consecutive windows of a long stretch; ``size - stride``
-        tokens overlap, so entities up to that length + 1 near a cut are still seen whole.
-    use_sents (bool): one window per sentence when the doc has sentence boundaries (longer
-        sentences are split as above). Entities that cross a sentence boundary then cannot be
-        predicted; training logs how many gold spans that leaves out.
+    size, stride: as in ``spacy-piqn.token_windows.v2``.
+    use_sents (bool): one window per sentence when the doc has sentence boundaries; a doc without
+        them is cut into windows that mix sentences (W004 says so once per process).
     """
-    if not 0 < stride <= size:
-        raise ValueError(Errors.E016.format(stride=stride, size=size))
+    _check_sizes(size, stride)
+    warned = []
 
     def get_windows(docs: List[Doc]) -> List[Window]:
         windows = []
@@ -53,8 +120,14 @@ def configure_token_windows(size: int = 128, stride: int = 96, use_sents: bool =
                 stretches = [(sent.start, sent.end) for sent in doc.sents]
             else:
                 stretches = [(0, len(doc))]
-            for start, end in stretches:
-                windows.extend(Window(i, w.start, w.end) for w in split_range(start, end, size, stride))
+                if use_sents and not warned and len(doc) > 1:
+                    logger.warning(Warnings.W004.format(doc=i, size=size))
+                    warned.append(True)
+            windows.extend(Window(i, start, end) for start, end in _cut(stretches, size, stride))
         return windows
 
     return get_windows
+
+
+def _cut(stretches: Iterable[Tuple[int, int]], size: int, stride: int) -> List[Tuple[int, int]]:
+    return [piece for start, end in stretches for piece in split_range(start, end, size, stride)]

@@ -20,13 +20,15 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 # Small enough to overfit in a few seconds on 2 CPU cores.
 TINY_PIQN = {
     "model": {
-        "hidden_width": 32,
-        "n_queries": 8,
-        "n_layers": 2,
-        "n_heads": 4,
-        "pointer_width": 16,
-        "dropout": 0.0,
-        "classifier_dropout": 0.0,
+        "head": {
+            "hidden_width": 32,
+            "n_queries": 8,
+            "n_layers": 2,
+            "n_heads": 4,
+            "pointer_width": 16,
+            "dropout": 0.0,
+            "classifier_dropout": 0.0,
+        }
     },
     "n_slots": 4,
     # NESTED_DATA has "IL-2 gene" (DNA) inside "IL-2 gene promoter" (DNA): a gold nest that the

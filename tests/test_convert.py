@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import runpy
 import subprocess
 import sys
@@ -21,13 +22,16 @@ from spacy_piqn.convert import (
     ReadStats,
     conll_to_docs,
     convert,
+    crossing_pairs,
+    decode_tags,
     jsonl_to_docs,
     tags_to_spans,
 )
 
 REPO = Path(__file__).parents[1]
 SAMPLE = REPO / "assets" / "sample"
-SHARED_DATA = Path(__file__).parents[2] / "shared" / "data"
+# The shared datasets lie beside the repository (or beside the folder of its worktrees).
+SHARED_DATA = next((p / "shared" / "data" for p in REPO.parents if (p / "shared" / "data").is_dir()), REPO / "none")
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +77,7 @@ def test_nested_gold_survives_docbin(tmp_path, nlp):
     assert span_tuples(docs[0]) == [(1, 2, "protein"), (1, 3, "DNA"), (1, 4, "DNA"), (5, 7, "protein")]
     assert span_tuples(docs[1]) == [(0, 1, "protein"), (3, 6, "cell_type")]
     assert report["entities_read"] == report["entities_written"] == 6
-    assert report["docs_read"] == report["docs_written"] == 3
+    assert report["sentences_read"] == report["docs_written"] == 3
 
 
 def test_gold_tokens_are_never_retokenized(tmp_path, nlp):
@@ -115,7 +119,7 @@ def test_sentence_starts_always_set(tmp_path, nlp):
 def test_n_sents_groups_with_offsets_and_sent_starts(tmp_path, nlp):
     source = write_jsonl(tmp_path / "in.jsonl", [NESTED, EMPTY, FLAT, FLAT, NESTED])
     report = convert(source, tmp_path / "out.spacy", n_sents=2)
-    assert (report["docs_read"], report["docs_written"], report["sentences_written"]) == (5, 3, 5)
+    assert (report["sentences_read"], report["docs_written"], report["sentences_written"]) == (5, 3, 5)
     first, second, third = read_back(tmp_path / "out.spacy", nlp)
     assert [len(list(doc.sents)) for doc in (first, second, third)] == [2, 2, 1]
     assert [s.start for s in first.sents] == [0, 7]
@@ -180,7 +184,7 @@ IL-4 NN S-protein O
 def test_multi_column_iob_nested(tmp_path, nlp):
     source = tmp_path / "nested.iob"
     source.write_text(MULTI_LEVEL, encoding="utf-8")
-    docs = list(conll_to_docs(source, nlp))  # auto: the POS column is skipped, two tag columns found
+    docs = list(conll_to_docs(source, nlp, n_sents=1))  # auto: the POS column is skipped, two tag columns found
     assert [[t.text for t in doc] for doc in docs] == [
         ["The", "IL-2", "gene", "promoter", "binds", "NF-kappa", "B"],
         ["Jurkat", "cells"],
@@ -202,7 +206,7 @@ def test_docstart_starts_a_new_doc_when_grouping(tmp_path, nlp):
     source = tmp_path / "nested.iob"
     source.write_text(MULTI_LEVEL, encoding="utf-8")
     report = convert(source, tmp_path / "out.spacy", n_sents=5)
-    assert (report["docs_read"], report["docs_written"]) == (3, 2)
+    assert (report["sentences_read"], report["docs_written"]) == (3, 2)
     first, second = read_back(tmp_path / "out.spacy", nlp)
     assert "-DOCSTART-" not in first.text
     assert [s.start for s in first.sents] == [0, 7]
@@ -215,7 +219,7 @@ def test_iob1_and_bioes_files(tmp_path, nlp):
     iob1.write_text("IL-2 I-protein\nIL-4 B-protein\nbinds O\nDNA I-DNA\n", encoding="utf-8")
     bioes = tmp_path / "flat.bioes"
     bioes.write_text("IL-2 S-protein\nIL-4 B-protein\nR E-protein\nbinds O\n", encoding="utf-8")
-    (doc1,) = conll_to_docs(iob1, nlp)
+    (doc1,) = conll_to_docs(iob1, nlp, scheme="iob1")
     (doc2,) = conll_to_docs(bioes, nlp)
     assert span_tuples(doc1) == [(0, 1, "protein"), (1, 2, "protein"), (3, 4, "DNA")]
     assert span_tuples(doc2) == [(0, 1, "protein"), (1, 3, "protein")]
@@ -263,6 +267,25 @@ JSONL_ERRORS = [
 ]
 
 
+@pytest.mark.parametrize(
+    "bad, column",
+    [
+        ('{"tokens": ["a"], "entities": [}', 32),
+        ('{"tokens": ["a"], "entities": [', 32),  # the end of the line, not column 1 of the next one
+        ('{"tokens": ["a"], "entities": []', 33),
+        ('{"tokens": ["a"], "entities": []}}', 34),
+    ],
+)
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_invalid_json_names_its_column(tmp_path, nlp, bad, column, newline):
+    source = tmp_path / "bad.jsonl"
+    source.write_bytes((GOOD + newline + bad + newline).encode())
+    with pytest.raises(
+        ConversionError, match=rf"^{re.escape(str(source))}:2: \[E116\] invalid JSON: .*\(column {column}\)"
+    ):
+        list(jsonl_to_docs(source, nlp))
+
+
 @pytest.mark.parametrize("bad, reason", JSONL_ERRORS)
 def test_jsonl_errors_name_file_and_line(tmp_path, nlp, bad, reason):
     source = write_jsonl(tmp_path / "bad.jsonl", [GOOD, "", bad, GOOD])  # the blank line 2 still counts
@@ -307,7 +330,7 @@ def test_duplicate_entity_dropped_and_counted(tmp_path, caplog):
 COLUMN_ERRORS = [
     ("a O O\nb B_DNA O\n", 2, "unknown tag 'B_DNA' in tag column 1"),
     ("a O O\nb O X-DNA\n", 2, "unknown tag 'X-DNA' in tag column 2"),
-    ("a O O\n\nb O\n", 3, "expected a token and 2 tag column"),
+    ("a O O\n\nb O\n", 3, r"expected at least 3 columns \(the token in column 1, then 2 tag column"),
 ]
 
 
@@ -348,6 +371,229 @@ def test_nothing_written_on_error(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------------
+# Input that is read, but counted in the report and logged with FILE:LINE
+
+
+def warnings_of(caplog, code: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "spacy_piqn" and f"[{code}]" in r.getMessage()]
+
+
+@pytest.mark.parametrize(
+    "tags, spans, starts",
+    [
+        ("B-A I-A O B-B", [(0, 2, "A"), (3, 4, "B")], []),
+        ("I-A I-A O I-B I-A", [(0, 2, "A"), (3, 4, "B"), (4, 5, "A")], [0, 3, 4]),
+        ("S-A E-B B-A E-A I-A", [(0, 1, "A"), (1, 2, "B"), (2, 4, "A"), (4, 5, "A")], [1, 4]),
+    ],
+)
+def test_decode_tags_says_where_a_continuation_tag_starts_an_entity(tags, spans, starts):
+    assert decode_tags(tags.split()) == (spans, starts)
+
+
+IOB1_TEXT = "John I-PER\nSmith I-PER\nsaid O\nParis I-LOC\n\nBerlin B-LOC\n"
+
+
+def test_iob1_tags_in_an_iob2_file_are_counted_and_logged(tmp_path, nlp, caplog):
+    source = tmp_path / "news.iob"
+    source.write_text(IOB1_TEXT, encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="spacy_piqn"):
+        report = convert(source, tmp_path / "out.spacy", tag_cols=1)
+    assert report["continuation_starts"] == 2 and report["scheme"] == "iob2"
+    assert warnings_of(caplog, "W100") == [
+        f"{source}:1: [W100] 'I-PER' in tag column 1 starts an entity after the sentence start (IOB1 style); it is "
+        "read as a new entity. In IOB2, BIOES and BILOU an entity starts with B-, S- or U-: fix the tag, or pass "
+        "--scheme iob1 if the file is IOB1.",
+        f"{source}:4: [W100] 'I-LOC' in tag column 1 starts an entity after 'O' (IOB1 style); it is "
+        "read as a new entity. In IOB2, BIOES and BILOU an entity starts with B-, S- or U-: fix the tag, or pass "
+        "--scheme iob1 if the file is IOB1.",
+    ]
+    first, second = read_back(tmp_path / "out.spacy", nlp)
+    assert span_tuples(first) == [(0, 2, "PER"), (3, 4, "LOC")]  # read the IOB1 way all the same
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="spacy_piqn"):
+        report = convert(source, tmp_path / "iob1.spacy", tag_cols=1, scheme="iob1")
+    assert report["continuation_starts"] == 0 and not warnings_of(caplog, "W100")
+    assert report["entities_written"] == 3
+
+
+def test_bioes_end_without_begin_is_counted_even_in_iob1(tmp_path, caplog):
+    source = tmp_path / "broken.bioes"
+    source.write_text("IL-2 O\ngene E-DNA\n", encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="spacy_piqn"):
+        report = convert(source, tmp_path / "out.spacy", scheme="iob1")
+    assert report["continuation_starts"] == 1
+    assert warnings_of(caplog, "W100")[0].startswith(f"{source}:2: [W100] 'E-DNA' in tag column 1 starts an entity")
+
+
+def test_many_warnings_of_one_kind_are_logged_a_few_times_and_all_counted(tmp_path, caplog):
+    source = tmp_path / "iob1.iob"
+    source.write_text("".join(f"w{i} I-PER\n\n" for i in range(8)), encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="spacy_piqn"):
+        report = convert(source, tmp_path / "out.spacy")
+    assert report["continuation_starts"] == 8
+    assert len(warnings_of(caplog, "W100")) == 5
+    assert warnings_of(caplog, "W104") == [
+        f"[W104] {source}: W100 logged 5 times; later cases are counted in the report, not logged."
+    ]
+
+
+def test_cli_shows_iob1_starts_and_scheme(tmp_path):
+    source = tmp_path / "news.iob"
+    source.write_text(IOB1_TEXT, encoding="utf-8")
+    out = tmp_path / "out.spacy"
+    result = CliRunner().invoke(app, ["convert", str(source), str(out), "--tag-cols", "1"])
+    assert result.exit_code == 0, result.output
+    assert report_row(result.stdout, "I-/E-/L- starting entities") == "2"
+    assert "tag scheme iob2" in result.stdout and f"{source}:1: [W100]" in result.stderr
+    result = CliRunner().invoke(app, ["convert", str(source), str(out), "--tag-cols", "1", "--scheme", "iob1"])
+    assert result.exit_code == 0 and report_row(result.stdout, "I-/E-/L- starting entities") == "0"
+    assert "W100" not in result.stderr
+    result = CliRunner().invoke(app, ["convert", str(source), str(out), "--scheme", "iob3"])
+    assert result.exit_code == 1 and "[E138] unknown tag scheme 'iob3'" in result.stderr
+
+
+def report_row(stdout: str, name: str) -> str:
+    """The value of one row of the printed report."""
+    (row,) = [line for line in stdout.splitlines() if line.strip().startswith(name + "  ")]
+    return row.split()[-1]
+
+
+def labelled(n: int, label: str) -> list[dict]:
+    return [record("IL-2 binds", (0, 1, label)) for _ in range(n)]
+
+
+def test_report_counts_entities_per_label_and_flags_rare_labels(tmp_path, caplog):
+    records = labelled(60, "protein") + labelled(45, "DNA") + [record("x y", (0, 2, "PRE"))] + labelled(2, "RNA")
+    source = write_jsonl(tmp_path / "in.jsonl", records)
+    with caplog.at_level(logging.WARNING, logger="spacy_piqn"):
+        report = convert(source, tmp_path / "out.spacy")
+    assert report["labels"] == {"DNA": 45, "PRE": 1, "RNA": 2, "protein": 60}
+    assert report["rare_labels"] == {"PRE": f"{source}:106", "RNA": f"{source}:107"}
+    assert warnings_of(caplog, "W103") == [
+        f"{source}:106: [W103] rare label(s), typo? 'PRE' (1x, {source}:106), 'RNA' (2x, {source}:107); the most "
+        "frequent label has 60 entities. Fix the label, or pass --labels to make unknown labels an error."
+    ]
+
+
+def test_small_files_have_no_rare_labels(tmp_path, caplog):
+    source = write_jsonl(tmp_path / "in.jsonl", [NESTED, FLAT])
+    with caplog.at_level(logging.WARNING, logger="spacy_piqn"):
+        report = convert(source, tmp_path / "out.spacy")
+    assert report["labels"] == {"DNA": 2, "cell_type": 1, "protein": 3} and report["rare_labels"] == {}
+    assert not warnings_of(caplog, "W103")
+
+
+def test_column_typo_label_is_flagged_with_its_line(tmp_path):
+    lines = "".join("IL-2 B-protein\ngene O\n\n" for _ in range(100)) + "T B-PRE\n"
+    source = tmp_path / "typo.iob"
+    source.write_text(lines, encoding="utf-8")
+    result = CliRunner().invoke(app, ["convert", str(source), str(tmp_path / "out.spacy")])
+    assert result.exit_code == 0, result.output
+    assert f"{source}:301: [W103] rare label(s), typo? 'PRE' (1x, {source}:301)" in result.stderr
+    table = result.stdout[result.stdout.index("entities written per label:") :].splitlines()[1:]
+    assert [line.split()[:2] for line in table] == [["protein", "100"], ["PRE", "1"]]
+    assert table[1].endswith(f"rare: typo? first at {source}:301")
+
+
+def test_crossing_entities_are_kept_counted_and_logged(tmp_path, nlp, caplog):
+    crossing = record("a b c d", (0, 2, "A"), (1, 3, "B"), (2, 4, "C"), (0, 4, "D"))
+    source = write_jsonl(tmp_path / "in.jsonl", [FLAT, crossing])
+    with caplog.at_level(logging.WARNING, logger="spacy_piqn"):
+        report = convert(source, tmp_path / "out.spacy")
+    assert report["crossing_pairs"] == 2 and report["entities_written"] == 6
+    assert warnings_of(caplog, "W101") == [
+        f"{source}:2: [W101] the entities A [0, 2) and B [1, 3) cross (they overlap, neither contains the other). "
+        "Both are kept, but nested decoding can predict at most one of them.",
+        f"{source}:2: [W101] the entities B [1, 3) and C [2, 4) cross (they overlap, neither contains the other). "
+        "Both are kept, but nested decoding can predict at most one of them.",
+    ]
+    assert span_tuples(read_back(tmp_path / "out.spacy", nlp)[1]) == [
+        (0, 2, "A"),
+        (0, 4, "D"),
+        (1, 3, "B"),
+        (2, 4, "C"),
+    ]
+
+
+def test_crossing_levels_of_a_column_file(tmp_path, caplog):
+    source = tmp_path / "cross.iob"
+    source.write_text("a B-ORG O\nb I-ORG B-LOC\nc O I-LOC\n", encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="spacy_piqn"):
+        report = convert(source, tmp_path / "out.spacy")
+    assert report["crossing_pairs"] == 1
+    assert warnings_of(caplog, "W101")[0].startswith(f"{source}:2: [W101] the entities ORG [0, 2) and LOC [1, 3)")
+    result = CliRunner().invoke(app, ["convert", str(source), str(tmp_path / "out.spacy")])
+    assert report_row(result.stdout, "crossing pairs") == "1"
+
+
+@pytest.mark.parametrize(
+    "spans, pairs",
+    [
+        ([(0, 2, "A"), (1, 3, "B")], 1),
+        ([(0, 3, "A"), (1, 2, "B"), (1, 3, "C")], 0),  # nested, sharing a boundary
+        ([(0, 2, "A"), (0, 2, "B"), (2, 4, "C")], 0),  # same span, adjacent
+        ([(0, 2, "A"), (1, 3, "B"), (1, 3, "C"), (2, 5, "D")], 4),
+    ],
+)
+def test_crossing_pairs(spans, pairs):
+    assert len(crossing_pairs(spans)) == pairs
+
+
+INDEXED = """\
+1 John NNP B-PER
+2 Smith NNP I-PER
+3 said VBD O
+
+1 Paris NNP B-LOC
+"""
+
+
+def test_index_column_is_detected(tmp_path, nlp):
+    source = tmp_path / "indexed.conll"
+    source.write_text(INDEXED, encoding="utf-8")
+    report = convert(source, tmp_path / "out.spacy")
+    assert report["token_column"] == 2
+    first, second = read_back(tmp_path / "out.spacy", nlp)
+    assert [t.text for t in first] == ["John", "Smith", "said"] and [t.text for t in second] == ["Paris"]
+    assert span_tuples(first) == [(0, 2, "PER")]
+    result = CliRunner().invoke(app, ["convert", str(source), str(tmp_path / "out.spacy")])
+    assert "token column 2 (column 1 is a token index), tag scheme iob2" in result.stdout
+
+
+def test_token_column_option(tmp_path, nlp):
+    source = tmp_path / "indexed.conll"
+    source.write_text(INDEXED, encoding="utf-8")
+    report = convert(source, tmp_path / "out.spacy", token_col=1)  # the index itself, if that is what is wanted
+    assert report["token_column"] == 1
+    assert [t.text for t in read_back(tmp_path / "out.spacy", nlp)[0]] == ["1", "2", "3"]
+    other = tmp_path / "pos_first.conll"
+    other.write_text("NNP John B-PER\nVBD said O\n", encoding="utf-8")
+    convert(other, tmp_path / "pos.spacy", token_col=2)
+    assert [t.text for t in read_back(tmp_path / "pos.spacy", nlp)[0]] == ["John", "said"]
+    with pytest.raises(ValueError, match=r"\[E139\] token_col must be at least 1"):
+        convert(other, tmp_path / "pos.spacy", token_col=0)
+    with pytest.raises(ConversionError, match=r"\[E120\] expected at least 4 columns \(the token in column 3"):
+        convert(other, tmp_path / "pos.spacy", token_col=3)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1 O\n2 O\n",  # no column between the index and the tags: the numbers are the tokens
+        "1 a O\n3 b O\n",  # not counting up
+        "1 a O\n\n1 b O\n",  # never past 1
+        "2 a O\n3 b O\n",  # not from 1
+        "1 a O\n2 b O\n\n1 c O\nx d O\n",  # one line without an index
+    ],
+)
+def test_numbers_that_are_not_an_index_stay_tokens(tmp_path, text):
+    source = tmp_path / "numbers.conll"
+    source.write_text(text, encoding="utf-8")
+    assert convert(source, tmp_path / "out.spacy", tag_cols=1)["token_column"] == 1
+
+
+# ---------------------------------------------------------------------------------------------------------
 # --skip-invalid and the report
 
 
@@ -358,7 +604,7 @@ def test_skip_invalid_logs_each_skip_and_counts(tmp_path, nlp, caplog):
     skips = [r for r in caplog.records if r.name == "spacy_piqn" and r.getMessage().startswith("skipped")]
     assert [r.getMessage().split(": ")[0] for r in skips] == [f"skipped {source}:2", f"skipped {source}:4"]
     assert "invalid JSON" in skips[0].getMessage() and "missing key 'entities'" in skips[1].getMessage()
-    assert report["docs_read"] == 5 and report["skipped"] == 2
+    assert report["sentences_read"] == 5 and report["skipped"] == 2
     assert report["docs_written"] == report["sentences_written"] == 3
     assert report["entities_read"] == report["entities_written"] == 8
     assert len(read_back(tmp_path / "out.spacy", nlp)) == 3
@@ -369,14 +615,21 @@ def test_skip_invalid_column_sentence(tmp_path, caplog):
     source.write_text("IL-2 B-protein\n\nbad X-DNA\nok O\n\nT B-cell_type\n", encoding="utf-8")
     with caplog.at_level(logging.WARNING, logger="spacy_piqn"):
         report = convert(source, tmp_path / "out.spacy", tag_cols=1, skip_invalid=True)
-    assert (report["docs_read"], report["skipped"], report["docs_written"], report["entities_written"]) == (3, 1, 2, 2)
+    assert (report["sentences_read"], report["skipped"], report["docs_written"], report["entities_written"]) == (
+        3,
+        1,
+        2,
+        2,
+    )
     assert f"skipped {source}:3: [E121] unknown tag 'X-DNA'" in caplog.text
 
 
 def test_consistency_check_raises_on_mismatch(tmp_path, monkeypatch):
     source = write_jsonl(tmp_path / "in.jsonl", [FLAT])
-    monkeypatch.setattr(convert_module, "_count_written", lambda *args: {"docs": 1, "sentences": 1, "entities": 1})
-    with pytest.raises(RuntimeError, match="entities_written = 1 but expected 2"):
+    written = {"docs": 1, "sentences": 1, "entities": 1, "labels": {"protein": 1}}
+    monkeypatch.setattr(convert_module, "_count_written", lambda *args: written)
+    problems = r"entities_written = 1 but expected 2; labels = \{.protein.: 1\} but expected"
+    with pytest.raises(RuntimeError, match=problems):
         convert(source, tmp_path / "out.spacy")
 
 
@@ -397,7 +650,8 @@ def test_cli_convert_prints_report(tmp_path):
         ([GOOD, "{"], [], "bad.jsonl:2: [E116] invalid JSON"),
         ([json.dumps(NESTED)], ["--labels", "protein"], "bad.jsonl:1: [E103] entity 1: label 'DNA' is not one of"),
         ([GOOD], ["--format", "xml"], "unknown format 'xml'"),
-        ([GOOD], ["--n-sents", "0"], "n_sents must be at least 1"),
+        ([GOOD], ["--n-sents", "-1"], "[E124] n_sents must be 0 (whole documents) or more"),
+        ([GOOD], ["--n-sents", "0"], "[E135] n_sents 0 asks for whole documents, but the input has no document"),
         ([GOOD], ["--lang", "zz-nope"], "unknown language code 'zz-nope'"),
     ],
 )
@@ -493,11 +747,18 @@ def test_sample_corpus_is_nested_and_valid(tmp_path):
     assert sum(not r["entities"] for r in records) >= 3 and depths.count(3) >= 3 and depths.count(2) >= 10
 
 
-def test_genia_dev_counts(tmp_path):
+def test_genia_dev_converts_to_one_doc_per_abstract(tmp_path, nlp):
+    """The shared GENIA dev set with its doc-id file: one doc per run of one MEDLINE id, nothing lost."""
     source = SHARED_DATA / "genia" / "dev.jsonl"
     if not source.exists():
         pytest.skip(f"{source} not available")
+    ids = (SHARED_DATA / "genia" / "dev.doc_ids.txt").read_text(encoding="utf-8").splitlines()
+    runs = [doc_id for i, doc_id in enumerate(ids) if i == 0 or doc_id != ids[i - 1]]
     report = convert(source, tmp_path / "dev.spacy")
-    assert report["docs_written"] == 1669
-    assert report["entities_written"] == 4367
-    assert report["skipped"] == report["duplicates_removed"] == 0
+    assert report["documents_from"].endswith("dev.doc_ids.txt (found beside the input)")
+    assert report["docs_written"] == report["documents"] == len(runs) == 190
+    assert (report["sentences_read"], report["sentences_written"], report["entities_written"]) == (1669, 1669, 4367)
+    assert report["labels"] == {"DNA": 1030, "RNA": 133, "cell_line": 330, "cell_type": 558, "protein": 2316}
+    assert report["skipped"] == report["duplicates_removed"] == report["crossing_pairs"] == 0
+    assert report["reappeared_documents"] == 0 and report["rare_labels"] == {}
+    assert [doc.user_data["doc_id"] for doc in read_back(tmp_path / "dev.spacy", nlp)] == runs

@@ -81,3 +81,49 @@ def test_fuzzed_jsonl(tmp_path, lines):
     for doc, line in zip(docs, valid):
         assert [t.text for t in doc] == json.loads(line)["tokens"]
         assert sorted((s.start, s.end, s.label_) for s in doc.spans["sc"]) == expected_entities(line)
+
+
+@st.composite
+def documents(draw):
+    """Valid records with doc ids from a small set (so ids come back), and a grouping."""
+    ids = draw(st.lists(st.sampled_from(["A", "B", "C"]), min_size=1, max_size=8))
+    lines = [draw(valid_record()) for _ in ids]
+    return ids, lines, draw(st.sampled_from([None, 0, 1, 2, 3]))
+
+
+def expected_groups(ids: list[str], n_sents: int | None) -> list[list[int]]:
+    """Record indices per doc: runs of one id, cut every n_sents records."""
+    groups: list[list[int]] = []
+    for i, doc_id in enumerate(ids):
+        if not groups or doc_id != ids[groups[-1][0]] or len(groups[-1]) == n_sents:
+            groups.append([])
+        groups[-1].append(i)
+    return groups
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=documents())
+def test_fuzzed_documents(tmp_path, case):
+    """Whatever the ids and grouping: the docs are the runs of one id, with every sentence and entity in place."""
+    ids, lines, n_sents = case
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (tmp_path / "in.doc_ids.txt").write_text("\n".join(ids) + "\n", encoding="utf-8")
+    report = convert(path, tmp_path / "out.spacy", n_sents=n_sents)
+    docs = list(DocBin().from_disk(tmp_path / "out.spacy").get_docs(Vocab()))
+    groups = expected_groups(ids, n_sents)
+    runs = [group for i, group in enumerate(groups) if i == 0 or ids[group[0]] != ids[groups[i - 1][0]]]
+    assert len(docs) == len(groups) == report["docs_written"] and report["documents"] == len(runs)
+    assert report["reappeared_documents"] == len(runs) - len({ids[group[0]] for group in runs})
+    for doc, group in zip(docs, groups, strict=True):
+        assert doc.user_data["doc_id"] == ids[group[0]]
+        offset, starts, tokens, spans = 0, [], [], []
+        for i in group:
+            record_tokens = json.loads(lines[i])["tokens"]
+            starts.append(offset)
+            tokens.extend(record_tokens)
+            spans.extend((offset + s, offset + e, label) for s, e, label in expected_entities(lines[i]))
+            offset += len(record_tokens)
+        assert [t.text for t in doc] == tokens
+        assert [t.i for t in doc if t.is_sent_start] == starts
+        assert sorted((s.start, s.end, s.label_) for s in doc.spans["sc"]) == sorted(spans)

@@ -15,6 +15,8 @@ from spacy.training import Example
 from spacy.util import make_tempdir
 from thinc.api import fix_random_seed
 
+from spacy_piqn.targets import gold_spans, window_targets
+
 from .conftest import (
     NESTED_DATA,
     REPO,
@@ -82,7 +84,8 @@ def test_long_doc_trains_and_predicts_in_the_last_window(caplog):
     output = piqn.predict([doc])
     assert len(output.windows) == 255
     assert (output.windows[-1].start, output.windows[-1].end) == (last.start, last.end)
-    targets = piqn._window_gold([example], output.windows)[-1]
+    per_doc, _ = gold_spans([example], piqn.key, piqn.labels, piqn.name)
+    targets = window_targets(per_doc, output.windows, n_queries=8)[0][-1]
     last_gold = sorted((s - last.start, e - last.start) for s, e, _ in gold if s >= last.start)
     assert last_gold and sorted((int(s), int(e) + 1) for _, s, e in targets) == last_gold
 

@@ -2,8 +2,9 @@ import numpy as np
 import pytest
 import torch
 
-from spacy_piqn.loss import dense_boundary_loss, none_class_weight, piqn_loss, span_iou
+from spacy_piqn.loss import loss_boundaries, loss_classes, match, none_class_weight, piqn_loss
 from spacy_piqn.settings import HeadSettings, LossSettings
+from spacy_piqn.targets import gold_spans, window_targets
 from spacy_piqn.torch_modules.head import OneWayLayer, PIQNHead
 
 from .conftest import TINY_PIQN
@@ -42,54 +43,31 @@ def test_loss_supervises_boundaries_of_matched_queries(pointer):
     assert left.grad[:, 2, :, 2:].abs().sum() == 0
 
 
-def test_last_layer_one_to_one_supervises_one_query_per_entity():
-    # One gold entity, 5 queries, 3 slots: the first layer trains 3 queries on it; with
-    # last_layer_n_slots = 1 the last layer trains exactly one (the others learn "None").
-    left, right, classes = head_outputs(n_windows=1)
-    gold = [np.array([[1, 1, 3]])]
-    loss = piqn_loss(left, right, classes, [6], gold, LossSettings(n_slots=3, last_layer_n_slots=1))
-    loss.backward()
-    supervised = (left.grad.abs().sum(-1) > 0).sum(-1)[:, 0]  # per layer: queries with a boundary gradient
-    assert supervised.tolist() == [3, 1]
-    with pytest.raises(ValueError, match="E043"):
-        LossSettings(last_layer_n_slots=-1)
+def test_match_returns_one_distinct_query_per_slot_and_loss_terms_read_those_indices():
+    left, right, classes = (t[0].detach() for t in head_outputs(n_windows=2, n_queries=5))
+    gold = [np.array([[1, 0, 2], [2, 1, 1]]), np.zeros((0, 3), dtype=np.int64)]
+    indices = match(left, right, classes, gold, LossSettings(n_slots=3), "softmax")
+    queries, slots = indices[0]
+    # 3 slots for 2 entities: entity 0 gets two queries, entity 1 one; all queries distinct.
+    assert len(set(queries.tolist())) == 3 and sorted(slots.tolist()) == [0, 0, 1]
+    assert len(indices[1][0]) == 0
+    classes.requires_grad_(True)
+    loss_classes(classes, indices, gold).backward()
+    # Every query gets a class gradient (matched ones their type, the rest "None").
+    assert (classes.grad.abs().sum(-1) > 0).all()
+    left.requires_grad_(True)
+    mask = torch.ones((2, 6), dtype=torch.bool)
+    loss_boundaries(left, right, indices, gold, mask, "softmax").backward()
+    supervised = set(np.flatnonzero(left.grad[0].abs().sum(-1) > 0).tolist())
+    assert supervised == set(queries.tolist()) and left.grad[1].abs().sum() == 0
 
 
-def test_span_iou_of_argmax_spans():
-    # Three matched queries of one window, 6 words: exact, half-overlapping, crossed (left > right).
-    left = torch.full((1, 3, 6), -5.0)
-    right = torch.full((1, 3, 6), -5.0)
-    for q, (first, last) in enumerate([(1, 3), (2, 5), (4, 1)]):
-        left[0, q, first] = right[0, q, last] = 5.0
-    target = torch.tensor([[1, 1, 3], [1, 1, 3], [1, 1, 3]])
-    iou = span_iou(left, right, torch.zeros(3, dtype=torch.long), torch.arange(3), target)
-    assert iou.tolist() == pytest.approx([1.0, 2 / 5, 0.0])
-
-
-def pointed_outputs(first, last):
-    """One window, one layer, 2 queries over 6 words, both pointing sharply at words first..last."""
-    left = torch.full((1, 1, 2, 6), -8.0)
-    right = torch.full((1, 1, 2, 6), -8.0)
-    left[..., first] = right[..., last] = 8.0
-    classes = torch.zeros((1, 1, 2, 3), requires_grad=True)
-    return left, right, classes
-
-
-def test_iou_class_target_leaves_well_placed_queries_alone_and_pushes_near_misses_to_none():
-    gold = [np.array([[1, 1, 3]])]
-    hard, soft = LossSettings(n_slots=2), LossSettings(n_slots=2, iou_class_target=0.5)
-    exact = [piqn_loss(*pointed_outputs(1, 3), [6], gold, s) for s in (hard, soft)]
-    assert exact[0].item() == pytest.approx(exact[1].item())
-    grads = []
-    for settings in (hard, soft):
-        left, right, classes = pointed_outputs(3, 5)  # IoU 1/5 with the gold span
-        piqn_loss(left, right, classes, [6], gold, settings).backward()
-        grads.append(classes.grad[0, 0])
-    # Descent raises the gold class less, and "None" more, when the span is misplaced.
-    assert (-grads[1][:, 1] < -grads[0][:, 1]).all()
-    assert (-grads[1][:, 0] > -grads[0][:, 0]).all()
-    with pytest.raises(ValueError, match="E045"):
-        LossSettings(iou_class_target=1.5)
+def test_static_assignment_is_shared_by_all_layers():
+    left, right, classes = head_outputs(n_windows=1, n_layers=3)
+    gold = [np.array([[1, 0, 2], [2, 3, 4]])]
+    piqn_loss(left, right, classes, [6], gold, LossSettings(n_slots=2), ordered=True).backward()
+    supervised = [set(np.flatnonzero(left.grad[layer, 0].abs().sum(-1) > 0).tolist()) for layer in range(3)]
+    assert len(supervised[0]) == 2 and supervised[0] == supervised[1] == supervised[2]
 
 
 def test_none_weight_balances_matched_and_none_queries():
@@ -114,7 +92,8 @@ def test_nested_gold_reaches_the_loss(nested_examples):
     piqn = nlp.add_pipe("piqn", config=TINY_PIQN)
     nlp.initialize(lambda: examples)
     scores, _ = piqn.model.begin_update([eg.predicted for eg in examples])
-    gold = piqn._window_gold(examples, scores.windows)
+    per_doc, _ = gold_spans(examples, piqn.key, piqn.labels, piqn.name)
+    gold, _ = window_targets(per_doc, scores.windows, n_queries=8)
     # All five spans of the first sentence, three of them nested at token 1, are targets.
     assert sorted(map(tuple, gold[0][:, 1:].tolist())) == [(1, 1), (1, 2), (1, 3), (5, 6), (8, 10)]
 
@@ -160,20 +139,18 @@ def test_padding_does_not_change_predictions():
     assert torch.allclose(together[0][:, 1, :, :2], alone[0][:, 0], atol=1e-5)
 
 
-def test_dense_boundary_head_is_padded_like_the_pointers_and_trains_on_every_gold_boundary():
+def test_context_words_are_read_but_never_predicted_on():
     torch.manual_seed(0)
-    settings = HeadSettings(width=16, n_queries=4, n_layers=2, n_heads=2, dense_boundaries=True, max_padded_words=6)
-    head = PIQNHead(8, 3, settings)
-    windows = [torch.randn(5, 8), torch.randn(2, 8), torch.randn(3, 8)]  # two length groups
-    dense = head(windows, all_layers=True)[3]
-    assert dense.shape == (3, 5, 2)
+    head = PIQNHead(8, 3, HeadSettings(width=16, n_queries=4, n_layers=1, n_heads=2)).eval()
+    sentence = torch.randn(4, 8)
+    before, after = torch.randn(3, 8), torch.randn(2, 8)
     with torch.no_grad():
-        alone = head([windows[1]])[3]
-    assert torch.allclose(dense[1, :2], alone[0], atol=1e-5)
-    assert (dense[1, 2:] <= -1e3).all()  # padded words
-    gold = [np.array([[1, 0, 2], [2, 1, 1]]), np.zeros((0, 3), dtype=np.int64), np.array([[1, 2, 2]])]
-    loss = dense_boundary_loss(dense, [5, 2, 3], gold)
-    loss.backward()
-    assert torch.isfinite(loss)
-    empty = dense_boundary_loss(dense.detach(), [5, 2, 3], [np.zeros((0, 3), dtype=np.int64)] * 3)
-    assert torch.isfinite(empty)  # entity-free windows: all-negative targets, no NaN
+        alone = head([sentence])
+        read = head([torch.cat([before, sentence, after])], spans=torch.tensor([[3, 4]]))
+        no_context = head([sentence], spans=torch.tensor([[0, 4]]))
+    # Pointers cover the 4 predicted words only; the context changes what the head sees.
+    assert read[0].shape == alone[0].shape == (1, 1, 4, 4)
+    assert not torch.allclose(read[2], alone[2])
+    assert torch.allclose(no_context[0], alone[0]) and torch.allclose(no_context[2], alone[2])
+    # Probabilities at prediction: each query's boundaries are a distribution over the 4 words.
+    assert torch.allclose(read[0].sum(-1), torch.ones(1, 1, 4))

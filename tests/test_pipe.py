@@ -9,6 +9,8 @@ from spacy.tokens import Doc
 from spacy.util import load_model_from_path, make_tempdir
 from thinc.api import fix_random_seed
 
+from spacy_piqn.targets import gold_spans, window_targets
+
 from .conftest import NESTED_DATA, TINY_PIQN, make_examples, one_doc_of_sentences, spans_of, train_examples, train_tiny
 
 
@@ -80,7 +82,21 @@ def test_empty_and_tiny_docs(trained_tiny):
     one = nlp(Doc(nlp.vocab, words=["IL-4"]))
     assert all(0 <= s.start < s.end <= 1 for s in one.spans["sc"])
     docs = list(nlp.pipe([Doc(nlp.vocab, words=[]), Doc(nlp.vocab, words=["cells", "."]), Doc(nlp.vocab, words=[])]))
-    assert [d.spans["sc"] is not None for d in docs] == [True] * 3
+    assert [len(d.spans["sc"]) for d in docs][::2] == [0, 0]
+    for doc in docs:
+        assert len(doc.spans["sc"].attrs["scores"]) == len(doc.spans["sc"])
+        assert all(0 <= s.start < s.end <= len(doc) for s in doc.spans["sc"])
+
+
+def test_whitespace_is_never_an_entity_nor_part_of_one(trained_tiny):
+    nlp, _ = trained_tiny
+    blank = nlp("   \n\t  ")
+    assert len(blank) > 0 and len(blank.spans["sc"]) == 0
+    # spaCy keeps runs of whitespace as tokens; no span starts or ends with one.
+    doc = nlp("  \n The IL-2 gene promoter binds NF-kappa B in human T cells \n\n . \n ")
+    assert any(token.is_space for token in doc) and len(doc.spans["sc"]) > 0
+    for span in doc.spans["sc"]:
+        assert not span[0].is_space and not span[-1].is_space, span
 
 
 def test_long_doc_is_predicted_in_every_window(trained_tiny):
@@ -113,11 +129,15 @@ def test_long_doc_is_predicted_in_every_window(trained_tiny):
     assert len(per_sentence) == 300
     assert same(per_sentence[0], first) and same(per_sentence[-1], last)
     assert all(same(found, middle) for found in per_sentence[1:-1])
-    # Without sentence boundaries: overlapping token windows, valid spans through the whole doc.
+    # Without sentence boundaries the component finds them itself: the same predictions.
     words = sentence * 300
     doc = nlp(Doc(nlp.vocab, words=words))
-    assert all(0 <= s.start < s.end <= len(doc) for s in doc.spans["sc"])
     assert len(doc.spans["sc"].attrs["scores"]) == len(doc.spans["sc"])
+    found = [[] for _ in range(300)]
+    for span, score in zip(doc.spans["sc"], doc.spans["sc"].attrs["scores"]):
+        i = span.start // 5
+        found[i].append((span.start - 5 * i, span.end - 5 * i, span.label_, float(score)))
+    assert all(same(sorted(a), b) for a, b in zip(found, per_sentence))
 
 
 def test_doc_with_more_entities_than_queries(caplog):
@@ -146,11 +166,12 @@ def test_doc_with_more_entities_than_queries(caplog):
     output = piqn.predict([doc])
     assert [(w.start, w.end) for w in output.windows] == sentences
     n_windows, n_queries = output.classes[-1].shape[:2]
-    assert (n_windows, n_queries) == (30, TINY_PIQN["model"]["n_queries"])
+    assert (n_windows, n_queries) == (30, TINY_PIQN["model"]["head"]["n_queries"])
     assert n_windows * n_queries > len(gold)
 
     # The training targets: every gold entity, in the window of its sentence (window-relative, end inclusive).
-    targets = piqn._window_gold([example], output.windows)
+    per_doc, _ = gold_spans([example], piqn.key, piqn.labels, piqn.name)
+    targets, _ = window_targets(per_doc, output.windows, n_queries)
     labels = piqn.labels
     found = [
         (int(start) + window.start, int(end) + window.start + 1, labels[int(label) - 1])
@@ -183,7 +204,7 @@ def test_gold_outside_windows_is_logged(caplog):
     nlp = spacy.blank("en")
     config = {
         **TINY_PIQN,
-        "model": {**TINY_PIQN["model"], "windows": {"@misc": "spacy-piqn.token_windows.v1", "size": 4, "stride": 4}},
+        "model": {**TINY_PIQN["model"], "windows": {"@misc": "spacy-piqn.token_windows.v2", "size": 4, "stride": 4}},
     }
     nlp.add_pipe("piqn", config=config)
     examples = make_examples(nlp, [("a b c d e f", [(2, 6, "X")])])
@@ -267,8 +288,12 @@ def test_flat_decoding_gives_no_overlaps(trained_tiny):
 
 def test_bad_decoding_mode():
     nlp = spacy.blank("en")
-    with pytest.raises(ValueError, match="E004"):
+    with pytest.raises(ValueError, match="E015"):
         nlp.add_pipe("piqn", config={"decoding": "overlapping"})
+    with pytest.raises(ValueError, match="E052.*merge_keep_ratio"):
+        nlp.add_pipe("piqn", config={"merge_keep_ratio": -0.5})
+    with pytest.raises(ValueError, match="E053.*class_threshold"):
+        nlp.add_pipe("piqn", config={"class_threshold": 1.5})
 
 
 def test_corrupted_model_file_is_a_clear_error(trained_tiny):
@@ -301,7 +326,7 @@ def test_length_groups_change_neither_predictions_nor_losses(trained_tiny):
     nlp, _ = trained_tiny
     docs = [Doc(nlp.vocab, words=text.split()) for text, _ in NESTED_DATA]
     one_batch = list(nlp.pipe(docs))
-    one_per_group = {"components": {"piqn": {"model": {"max_padded_words": 1}}}}
+    one_per_group = {"components": {"piqn": {"model": {"head": {"max_padded_words": 1}}}}}
     with make_tempdir() as tmp:
         nlp.to_disk(tmp)
         grouped = spacy.load(tmp, config=one_per_group)
@@ -312,8 +337,8 @@ def test_length_groups_change_neither_predictions_nor_losses(trained_tiny):
     def first_losses(max_padded_words: int) -> list:
         fix_random_seed(0)
         fresh = spacy.blank("en")
-        model = {**TINY_PIQN["model"], "max_padded_words": max_padded_words}
-        fresh.add_pipe("piqn", config={**TINY_PIQN, "model": model})
+        head = {**TINY_PIQN["model"]["head"], "max_padded_words": max_padded_words}
+        fresh.add_pipe("piqn", config={**TINY_PIQN, "model": {"head": head}})
         examples = make_examples(fresh, NESTED_DATA)
         optimizer = fresh.initialize(lambda: examples)
         return [fresh.update(examples, sgd=optimizer)["piqn"] for _ in range(2)]

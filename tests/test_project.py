@@ -24,7 +24,8 @@ import srsly
 from weasel.util import load_project_config
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_GENIA = REPO.parent / "shared" / "data" / "genia"
+# The shared datasets lie beside the repository (or beside the folder of its worktrees).
+SHARED_GENIA = next((p / "shared" / "data" / "genia" for p in REPO.parents if (p / "shared" / "data").is_dir()), REPO)
 PROJECT_FILES = ("project.yml", "configs", "scripts")
 
 
@@ -265,13 +266,18 @@ def test_genia_script_splits_and_checks_sha256(tmp_path):
     assert read_jsonl(out / "train.jsonl") == EXPECTED_RECORDS[:3]
     assert read_jsonl(out / "dev.jsonl") == EXPECTED_RECORDS[3:4]
     assert read_jsonl(out / "test.jsonl") == EXPECTED_RECORDS[4:]
-    assert re.search(r"train:\s+3 sentences,\s+5 entities", result.stdout)
+    # Beside each split, the MEDLINE id of every sentence's article (line i: sentence i).
+    assert (out / "train.doc_ids.txt").read_text(encoding="utf-8") == "MEDLINE:1\n" * 3
+    assert (out / "dev.doc_ids.txt").read_text(encoding="utf-8") == "MEDLINE:1\n"
+    assert (out / "test.doc_ids.txt").read_text(encoding="utf-8") == "MEDLINE:2\n" * 2
+    assert re.search(r"train:\s+3 sentences,\s+5 entities,\s+1 documents", result.stdout)
 
     # The extracted XML gives the same files.
     xml_path = tmp_path / "GENIAcorpus3.02.xml"
     xml_path.write_text(GENIA_XML, encoding="utf-8")
     assert run_genia_script(xml_path, tmp_path / "from_xml", *sizes).returncode == 0
-    assert (tmp_path / "from_xml" / "test.jsonl").read_bytes() == (out / "test.jsonl").read_bytes()
+    for name in ("test.jsonl", "test.doc_ids.txt"):
+        assert (tmp_path / "from_xml" / name).read_bytes() == (out / name).read_bytes()
 
     wrong = run_genia_script(tgz, tmp_path / "bad", "--sha256", "0" * 64)
     assert wrong.returncode == 1
@@ -280,7 +286,8 @@ def test_genia_script_splits_and_checks_sha256(tmp_path):
 
 
 def test_genia_output_converts_to_docbin(tmp_path):
-    """What the script writes is what `python -m spacy_piqn convert` (the project's `convert`) reads."""
+    """What the script writes is what `python -m spacy_piqn convert` (the project's `convert`) reads: one doc per
+    article, found through the doc-id file beside the JSONL."""
     import spacy
     from spacy.tokens import DocBin
 
@@ -289,12 +296,15 @@ def test_genia_output_converts_to_docbin(tmp_path):
     tgz = write_tgz(tmp_path / "GENIAcorpus3.02.tgz", GENIA_XML)
     assert run_genia_script(tgz, tmp_path / "genia", "--test-size", "1", "--dev-size", "1").returncode == 0
     report = convert(tmp_path / "genia" / "train.jsonl", tmp_path / "train.spacy")
-    assert report["entities_written"] == 8
-    docs = list(DocBin().from_disk(tmp_path / "train.spacy").get_docs(spacy.blank("en").vocab))
-    assert [(s.start, s.end, s.label_) for s in docs[0].spans["sc"]] == [
+    assert report["documents_from"].endswith("train.doc_ids.txt (found beside the input)")
+    assert (report["docs_written"], report["sentences_written"], report["entities_written"]) == (1, 4, 8)
+    (doc,) = DocBin().from_disk(tmp_path / "train.spacy").get_docs(spacy.blank("en").vocab)
+    assert doc.user_data["doc_id"] == "MEDLINE:1" and [s.start for s in doc.sents] == [0, 7, 17, 23]
+    assert [(s.start, s.end, s.label_) for s in doc.spans["sc"]][:4] == [
         (1, 2, "protein"),
         (1, 3, "DNA"),
         (4, 6, "cell_type"),
+        (15, 17, "cell_line"),  # "Jurkat cells", tokens 8-10 of the second sentence
     ]
 
 
@@ -356,8 +366,21 @@ def test_data_step_builds_genia_from_the_release(tmp_path):
     out = root / "assets" / "data" / "genia"
     assert read_jsonl(out / "train.jsonl") == EXPECTED_RECORDS[:3]
     assert read_jsonl(out / "dev.jsonl") == EXPECTED_RECORDS[3:4]
+    assert (out / "train.doc_ids.txt").read_text(encoding="utf-8") == "MEDLINE:1\n" * 3
     # Once built, the project's step uses the files as they are.
-    assert "Using assets/data/genia/train.jsonl" in run_project(root, "data", ".").stdout
+    used = run_project(root, "data", ".").stdout
+    assert "Using assets/data/genia/train.jsonl" in used
+    assert "(documents from train.doc_ids.txt and dev.doc_ids.txt)" in used
+
+
+def test_data_step_needs_both_doc_id_files_or_neither(tmp_path):
+    data_dir = tmp_path / "data"
+    shutil.copytree(REPO / "assets" / "sample", data_dir / "genia", ignore=shutil.ignore_patterns("*.md", "*.iob"))
+    ids = data_dir / "genia" / "train.doc_ids.txt"
+    ids.write_text("MEDLINE:1\n" * 40, encoding="utf-8")
+    half = run_prepare_data(data_dir, "genia", cwd=tmp_path)
+    assert half.returncode == 1
+    assert f"{ids} exists but {data_dir / 'genia' / 'dev.doc_ids.txt'} does not" in half.stderr
 
 
 @pytest.mark.skipif(
@@ -365,14 +388,13 @@ def test_data_step_builds_genia_from_the_release(tmp_path):
     reason="needs the downloaded release (spacy project assets) and ../shared/data/genia",
 )
 def test_real_genia_release_gives_the_shared_split(tmp_path):
-    """The release that `spacy project assets` downloads becomes byte for byte the JSONL that CI trains on."""
+    """The release that `spacy project assets` downloads becomes byte for byte the JSONL (and doc-id files) that CI
+    trains on."""
     result = run_prepare_data(tmp_path / "data", "genia", "--genia-tgz", REPO / GENIA_TGZ, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "The counts match the published GENIA split" in result.stdout
-    for split in ("train", "dev"):
-        assert (tmp_path / "data" / "genia" / f"{split}.jsonl").read_bytes() == (
-            SHARED_GENIA / f"{split}.jsonl"
-        ).read_bytes()
+    for name in ("train.jsonl", "dev.jsonl", "train.doc_ids.txt", "dev.doc_ids.txt"):
+        assert (tmp_path / "data" / "genia" / name).read_bytes() == (SHARED_GENIA / name).read_bytes(), name
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -61,11 +61,15 @@ def tiny_bert(tmp_path_factory) -> Path:
 def piqn_config(name, *, max_length: int = 512, size: int = 128, context_words: int = 64) -> Dict:
     return {
         "model": {
-            "@architectures": "spacy-piqn.PIQNQueryTransformer.v1",
-            "hidden_width": 32,
-            "n_layers": 2,
-            "n_heads": 4,
-            "pointer_width": 16,
+            "@architectures": "spacy-piqn.PIQNQueryTransformer.v2",
+            "head": {
+                "@architectures": "spacy-piqn.PIQNHead.v1",
+                "hidden_width": 32,
+                "n_queries": 8,
+                "n_layers": 2,
+                "n_heads": 4,
+                "pointer_width": 16,
+            },
             "encoder": {
                 "@architectures": "spacy-piqn.QueryTransformer.v1",
                 "name": str(name),
@@ -73,7 +77,7 @@ def piqn_config(name, *, max_length: int = 512, size: int = 128, context_words: 
                 "context_words": context_words,
                 "max_length": max_length,
             },
-            "windows": {"@misc": "spacy-piqn.token_windows.v1", "size": size, "stride": size * 3 // 4},
+            "windows": {"@misc": "spacy-piqn.token_windows.v2", "size": size, "stride": size * 3 // 4},
         },
         "n_slots": 4,
     }
@@ -101,10 +105,8 @@ def predictions(nlp, texts) -> List[List[Tuple[int, int, str, float]]]:
 def window_probs(nlp, docs: List[Doc]) -> List[np.ndarray]:
     """Per window: class probabilities and both boundary probabilities over its words."""
     piqn = nlp.get_pipe("piqn")
-    ops = piqn.model.ops
     out = piqn.predict(docs)
-    classes = ops.to_numpy(ops.softmax(out.classes[-1], axis=-1))
-    left, right = ops.to_numpy(ops.sigmoid(out.left[-1])), ops.to_numpy(ops.sigmoid(out.right[-1]))
+    classes, left, right = piqn.probabilities(out)
     return [np.concatenate([classes[b], left[b, :, :n], right[b, :, :n]], axis=1) for b, n in enumerate(out.lengths)]
 
 
@@ -149,9 +151,10 @@ def test_predictions_are_deterministic_and_batch_independent(tiny_bert):
     nlp = untrained_nlp_that_predicts(tiny_bert)
     docs = [nlp.make_doc(text) for text in TEXTS]
     batched = window_probs(nlp, docs)
-    assert len(batched) == len(docs)
+    # One window per sentence: the last text has two.
+    assert len(batched) == len(docs) + 1
     again = window_probs(nlp, docs)
-    single = [window_probs(nlp, [doc])[0] for doc in docs]
+    single = [probs for doc in docs for probs in window_probs(nlp, [doc])]
     for b, a, s in zip(batched, again, single):
         np.testing.assert_array_equal(b, a)
         np.testing.assert_allclose(b, s, atol=1e-5)
@@ -264,7 +267,7 @@ def test_length_groups_are_a_load_time_setting_that_changes_no_output(tiny_bert,
     docs = [nlp.make_doc(text) for text in TEXTS]
     expected = window_probs(nlp, docs)
     nlp.to_disk(tmp_path / "pipeline")
-    one_each = {"max_padded_words": 1, "encoder": {"max_padded_subwords": 1}}
+    one_each = {"head": {"max_padded_words": 1}, "encoder": {"max_padded_subwords": 1}}
     loaded = spacy.load(tmp_path / "pipeline", config={"components": {"piqn": {"model": one_each}}})
     model = loaded.get_pipe("piqn").model
     assert model.get_ref("encoder").shims[0].max_padded_subwords == 1
@@ -400,7 +403,8 @@ def test_spacy_train_query_transformer_config(tiny_bert, corpus, tmp_path):
     assert nlp.pipe_names == ["piqn"]
     assert query_transformer_module(nlp).n_queries == 60
     doc = nlp("The IL-2 gene promoter binds NF-kappa B in human T cells .")
-    assert "sc" in doc.spans
+    assert len(doc.spans["sc"].attrs["scores"]) == len(doc.spans["sc"])
+    assert all(0 <= s.start < s.end <= len(doc) for s in doc.spans["sc"])
 
 
 def test_spacy_train_listener_config(tiny_bert, corpus, tmp_path):
@@ -408,7 +412,8 @@ def test_spacy_train_listener_config(tiny_bert, corpus, tmp_path):
     nlp = spacy.load(tmp_path / "model-last")
     assert nlp.pipe_names == ["transformer", "piqn"]
     doc = nlp("The IL-2 gene promoter binds NF-kappa B in human T cells .")
-    assert "sc" in doc.spans
+    assert len(doc.spans["sc"].attrs["scores"]) == len(doc.spans["sc"])
+    assert all(0 <= s.start < s.end <= len(doc) for s in doc.spans["sc"])
 
 
 def parameter_steps(name, head_lr_scale: float) -> Dict[str, Dict[str, torch.Tensor]]:
@@ -416,7 +421,7 @@ def parameter_steps(name, head_lr_scale: float) -> Dict[str, Dict[str, torch.Ten
     from thinc.api import SGD
 
     config = piqn_config(name)
-    config["model"]["head_lr_scale"] = head_lr_scale
+    config["model"]["head"]["lr_scale"] = head_lr_scale
     fix_random_seed(0)
     nlp = spacy.blank("en")
     nlp.add_pipe("piqn", config=config)
@@ -448,7 +453,7 @@ def test_head_lr_scale_speeds_up_head_and_queries_only(tiny_bert):
 def test_mixed_precision_setting_trains_on_cpu(tiny_bert):
     """mixed_precision = true is for CUDA; on a CPU-only machine it is ignored, never a crash."""
     config = piqn_config(tiny_bert)
-    config["model"]["mixed_precision"] = True
+    config["model"]["head"]["mixed_precision"] = True
     config["model"]["encoder"]["mixed_precision"] = True
     fix_random_seed(0)
     nlp = spacy.blank("en")
@@ -472,3 +477,36 @@ def test_query_analysis_works_with_the_query_transformer(tiny_bert):
     summary = summarize_queries(query_predictions(nlp, [nlp.make_doc(t) for t in TEXTS]), n_queries, pipe.labels)
     assert len(summary["queries"]) == n_queries == query_transformer_module(nlp).n_queries
     assert summary["kept"] == sum(len(doc.spans["sc"]) for doc in nlp.pipe(TEXTS)) > 0
+
+
+def test_weight_averages_reach_the_query_transformer(tiny_bert):
+    """spaCy evaluates and saves model-best inside nlp.use_params(optimizer.averages): the encoder
+    (pretrained transformer and instance queries) must then run on its averaged weights, like the
+    head, and get its own back afterwards."""
+    from thinc.api import Adam
+
+    fix_random_seed(0)
+    nlp = build_nlp(tiny_bert)
+    examples = make_examples(nlp, DATA)
+    optimizer = Adam(0.01, use_averages=True)
+    for _ in range(5):
+        nlp.update(examples, sgd=optimizer)
+    encoder = query_transformer_module(nlp)
+
+    def weights():
+        return {k: v.clone() for k, v in encoder.state_dict().items()}
+
+    own = weights()
+    with nlp.use_params(optimizer.averages):
+        averaged = weights()
+    changed = [k for k in own if not torch.equal(own[k], averaged[k])]
+    assert any(k.startswith("transformer.") for k in changed) and "query_content" in changed
+    restored = weights()
+    assert all(torch.equal(own[k], restored[k]) for k in own)
+
+
+def test_head_and_encoder_must_agree_on_the_number_of_queries(tiny_bert):
+    config = piqn_config(tiny_bert)
+    config["model"]["head"]["n_queries"] = 9
+    with pytest.raises(ValueError, match="E054"):
+        spacy.blank("en").add_pipe("piqn", config=config)

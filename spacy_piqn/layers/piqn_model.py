@@ -7,53 +7,47 @@ well (``build_piqn_query_transformer``)."""
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Tuple
 
+import numpy
 from spacy.tokens import Doc
 from thinc.api import Model
-from thinc.types import Floats2d, Floats3d, Floats4d, Ints2d
+from thinc.types import Floats2d, Floats4d
 
 from ..windows import GetWindows, Window
+from .torch_head import HeadInput
 
 
 @dataclass
 class PIQNOutput:
-    """Head logits for every window of a batch. left/right (L', B, M, n), classes (L', B, M, C);
-    L' is every word-level layer in training and the last one at prediction. dense (B, n, 2):
-    per-word start/end logits of the dense boundary head ((B, n, 0) or None without one).
-    denoise: in training with denoising queries, per window an int array (D, 6) of gold
-    (class, left, right) and its noised copy; their logits follow the M queries' (M + max D)."""
+    """The head's outputs for every window of a batch: in training the logits of every word-level
+    layer, left/right (L, B, M, n) and classes (L, B, M, C); at prediction the last layer's
+    probabilities (1, B, M, n) and (1, B, M, C). n counts the words predicted on (context excluded)."""
 
     windows: List[Window]
     left: Optional[Floats4d]
     right: Optional[Floats4d]
     classes: Optional[Floats4d]
-    dense: Optional[Floats3d] = None
-    denoise: Optional[List[Ints2d]] = None
 
     @property
     def lengths(self) -> List[int]:
         return [w.end - w.start for w in self.windows]
 
 
-# attrs["denoise"] of a PIQN model during one training update (set by the component): the
-# windows → per-window (D, 6) arrays of gold entities and their noised copies.
-MakeDenoising = Callable[[List[Window]], List[Ints2d]]
+def _empty(windows: List[Window]) -> Tuple[PIQNOutput, Callable]:
+    return PIQNOutput(windows, None, None, None), lambda d_output: []
 
 
-def head_with_denoising(model: Model, head: Model, windows: List[Window], is_train: bool) -> Optional[List[Ints2d]]:
-    """The denoising queries of this forward, handed to the head (``attrs["denoise"]``) as
-    noised (class, left, right) per window; None outside training or without them."""
-    make: Optional[MakeDenoising] = model.attrs.get("denoise")
-    denoise = make(windows) if is_train and make is not None else None
-    if denoise is not None:
-        head.attrs["denoise"] = [d[:, 3:6] for d in denoise]
-    return denoise
+def _spans(model: Model, windows: List[Window]) -> Optional[numpy.ndarray]:
+    """(offset, length) of each window's predicted words among the words it reads; None without context."""
+    if not any(w.left_context or w.right_context for w in windows):
+        return None
+    return model.ops.asarray2i([(w.left_context, w.end - w.start) for w in windows])
 
 
 def build_piqn(
     tok2vec: Model[List[Doc], List[Floats2d]], head: Model, get_windows: GetWindows
 ) -> Model[List[Doc], PIQNOutput]:
     """Run ``tok2vec`` over whole docs (so windows keep their context), cut the token vectors
-    into windows and run the head on each window."""
+    into windows (each with the context it reads) and run the head on each window."""
     model: Model[List[Doc], PIQNOutput] = Model(
         "piqn",
         forward,
@@ -80,23 +74,19 @@ def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[PIQNOutput, 
     tok2vec, head = model.layers
     windows: List[Window] = model.attrs["get_windows"](docs)
     if not windows:
-        return PIQNOutput(windows, None, None, None), lambda d_output: []
+        return _empty(windows)
     vectors, backprop_tok2vec = tok2vec(docs, is_train)
-    X = [vectors[w.doc][w.start : w.end] for w in windows]
-    denoise = head_with_denoising(model, head, windows, is_train)
-    try:
-        (left, right, classes, dense), backprop_head = head(X, is_train)
-    finally:
-        head.attrs.pop("denoise", None)
+    X = HeadInput([vectors[w.doc][w.read_start : w.read_end] for w in windows], _spans(model, windows))
+    (left, right, classes), backprop_head = head(X, is_train)
 
     def backprop(d_output: PIQNOutput) -> List[Doc]:
-        dX = backprop_head((d_output.left, d_output.right, d_output.classes, d_output.dense))
+        dX = backprop_head((d_output.left, d_output.right, d_output.classes))
         d_vectors = [model.ops.alloc2f(*v.shape) for v in vectors]
-        for window, dx in zip(windows, dX):
-            d_vectors[window.doc][window.start : window.end] += dx
+        for window, dx in zip(windows, dX.words):
+            d_vectors[window.doc][window.read_start : window.read_end] += dx
         return backprop_tok2vec(d_vectors)
 
-    return PIQNOutput(windows, left, right, classes, dense, denoise), backprop
+    return PIQNOutput(windows, left, right, classes), backprop
 
 
 def build_piqn_query_transformer(
@@ -129,16 +119,14 @@ def forward_query_transformer(model: Model, docs: List[Doc], is_train: bool) -> 
     encoder, head = model.layers
     windows: List[Window] = model.attrs["get_windows"](docs)
     if not windows:
-        return PIQNOutput(windows, None, None, None), lambda d_output: []
+        return _empty(windows)
+    # The encoder reads its own context (context_words) around the predicted words.
     states, backprop_encoder = encoder((docs, windows), is_train)
-    denoise = head_with_denoising(model, head, windows, is_train)
-    try:
-        (left, right, classes, dense), backprop_head = head(states, is_train)
-    finally:
-        head.attrs.pop("denoise", None)
+    X = HeadInput([words for words, _ in states], None, [queries for _, queries in states])
+    (left, right, classes), backprop_head = head(X, is_train)
 
     def backprop(d_output: PIQNOutput) -> List[Doc]:
-        d_states = backprop_head((d_output.left, d_output.right, d_output.classes, d_output.dense))
-        return backprop_encoder(d_states)
+        dX = backprop_head((d_output.left, d_output.right, d_output.classes))
+        return backprop_encoder(list(zip(dX.words, dX.queries)))
 
-    return PIQNOutput(windows, left, right, classes, dense, denoise), backprop
+    return PIQNOutput(windows, left, right, classes), backprop

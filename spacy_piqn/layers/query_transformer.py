@@ -16,11 +16,12 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import srsly
 from spacy.tokens import Doc
 from spacy.util import registry
-from thinc.api import ArgsKwargs, Model, PyTorchGradScaler, PyTorchShim, get_torch_default_device, torch2xp, xp2torch
+from thinc.api import ArgsKwargs, Model, PyTorchGradScaler, get_torch_default_device, torch2xp, xp2torch
 from thinc.types import Floats2d
 
 from ..errors import Errors
 from ..windows import Window
+from .torch_head import ScaledPyTorchShim
 
 logger = logging.getLogger("spacy_piqn")
 
@@ -63,8 +64,9 @@ def configure_transformer_name(name: str) -> str:
         return name
 
 
-class QueryTransformerShim(PyTorchShim):
-    """A ``PyTorchShim`` around a ``QueryTransformer`` that also holds its tokenizer.
+class QueryTransformerShim(ScaledPyTorchShim):
+    """A ``PyTorchShim`` around a ``QueryTransformer`` that also holds its tokenizer; weight
+    averages and learning-rate scaling as for the head (``ScaledPyTorchShim``).
 
     It starts empty (``encoder is None``) and is filled by ``load_pretrained`` at initialize or
     by ``from_bytes`` at load time. Its bytes hold everything needed to rebuild it: the HF
@@ -75,9 +77,6 @@ class QueryTransformerShim(PyTorchShim):
         super().__init__(None, mixed_precision=mixed_precision, grad_scaler=grad_scaler)
         self.tokenizer: Any = None
         self.encoder_args: Dict[str, Any] = {}
-        # Learning-rate multiplier of the parameters PIQN adds (instance queries and their
-        # norms); the pretrained transformer's own parameters learn at the optimizer's rate.
-        self.query_lr_scale = 1.0
         # Length groups of at most this many padded subwords (0: one batch); see QueryTransformer.
         self.max_padded_subwords = 0
 
@@ -93,13 +92,10 @@ class QueryTransformerShim(PyTorchShim):
         self.encoder_args = dict(encoder_args)
         self._grad_scaler.to_(device)
 
-    def finish_update(self, optimizer: Any) -> None:
-        if self.query_lr_scale != 1.0:
-            from .torch_head import scale_learning_rate
-
-            scale = self.query_lr_scale
-            optimizer = scale_learning_rate(optimizer, lambda name: 1.0 if name.startswith("transformer.") else scale)
-        super().finish_update(optimizer)
+    def lr_scale_of(self, name: str) -> float:
+        """The parameters PIQN adds (instance queries and their norms) learn at ``lr_scale`` × the
+        optimizer's rate; the pretrained transformer's own parameters at the rate itself."""
+        return 1.0 if name.startswith("transformer.") else self.lr_scale
 
     def load_pretrained(self, name: str, *, n_queries: int, query_interaction: bool, common_embedding: bool) -> None:
         """Load the HF model and fast tokenizer from a hub name, a directory or an alias."""

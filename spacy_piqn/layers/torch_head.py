@@ -2,19 +2,32 @@
 
 import contextlib
 import os
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-import numpy
 from thinc.api import ArgsKwargs, Model, Optimizer, PyTorchGradScaler, PyTorchShim, torch2xp, xp2torch
 from thinc.layers.pytorchwrapper import forward as pytorch_forward
-from thinc.types import Floats2d, Floats3d, Floats4d
+from thinc.types import Floats2d, Floats4d, Ints2d
 
 from ..errors import Errors
 from ..settings import HeadSettings
 
-# Word vectors per window; with ``encoder_queries``, (word vectors, query states) per window.
-InT = Union[List[Floats2d], List[Tuple[Floats2d, Floats2d]]]
-OutT = Tuple[Floats4d, Floats4d, Floats4d, Floats3d]
+
+@dataclass
+class HeadInput:
+    """What the head reads for a batch of windows: each window's word vectors (its context
+    included), per window the offset and length of the words to predict on (None: all of them), and
+    the query states of a query-carrying encoder (None: the head's own queries). The gradient
+    comes back in the same shape (``spans`` left as it was)."""
+
+    words: List[Floats2d]
+    spans: Optional[Ints2d] = None
+    queries: Optional[List[Floats2d]] = None
+
+
+# left, right (L', B, M, n), classes (L', B, M, C): see PIQNHead.
+OutT = Tuple[Floats4d, Floats4d, Floats4d]
+InT = HeadInput
 
 
 def build_torch_head(
@@ -28,9 +41,9 @@ def build_torch_head(
     width) and nO (labels + "None") are known. Loading a saved pipeline sets both dims from the
     component's cfg and initializes this layer alone before the weights arrive.
 
-    With ``encoder_queries`` the input is (word vectors, query states) per window, from a
-    query-carrying encoder of width nI: its query states (projected from nI to the head's
-    width) start the word-level layers instead of the head's learned query content.
+    With ``encoder_queries`` the input carries query states from a query-carrying encoder of width
+    nI: they (projected from nI to the head's width) start the word-level layers instead of the
+    head's learned query content.
 
     ``lr_scale`` multiplies the optimizer's learning rate for the head's parameters."""
     if lr_scale <= 0:
@@ -54,6 +67,37 @@ def head_settings(model: Model) -> HeadSettings:
     return HeadSettings.from_dict(model.attrs["settings"])
 
 
+def saved_head_settings(data: bytes) -> Optional[Dict[str, Any]]:
+    """The head settings a serialized PIQN model (``Model.to_bytes``) was saved with, read before
+    the weights are loaded; None if it has no PIQN head."""
+    import srsly
+
+    msg = srsly.msgpack_loads(data)
+    for info, attrs in zip(msg["nodes"], msg["attrs"]):
+        if info["name"] == "piqn_head" and "settings" in attrs:
+            return srsly.msgpack_loads(attrs["settings"])
+    return None
+
+
+def check_finite(model: Model, name: str, path: Any) -> None:
+    """E056 if any PyTorch parameter of ``model`` holds NaN or inf (a corrupted file loads
+    without complaint and then predicts nothing)."""
+    import torch
+
+    bad, total = [], 0
+    for node in model.walk():
+        for shim in node.shims:
+            module = getattr(shim, "_model", None)
+            if module is None:
+                continue
+            for param_name, param in module.named_parameters():
+                total += 1
+                if not bool(torch.isfinite(param).all()):
+                    bad.append(param_name)
+    if bad:
+        raise ValueError(Errors.E056.format(name=name, path=path, n_bad=len(bad), n_params=total, examples=bad[:3]))
+
+
 def scale_learning_rate(optimizer: Optimizer, scale_of: Callable[[str], float]) -> Callable:
     """``optimizer`` as a PyTorchShim calls it, with the learning rate of each parameter
     multiplied by ``scale_of(its name)``: thinc has one rate for a whole pipeline, while a
@@ -66,18 +110,26 @@ def scale_learning_rate(optimizer: Optimizer, scale_of: Callable[[str], float]) 
 
 
 class ScaledPyTorchShim(PyTorchShim):
-    """A PyTorchShim whose parameters all learn at ``lr_scale`` × the optimizer's rate, and
-    which takes the optimizer's weight averages (``use_averages = true``) when spaCy asks."""
+    """A PyTorchShim whose parameters learn at ``lr_scale_of(name)`` × the optimizer's rate, and
+    which takes the optimizer's weight averages (``use_averages = true``) when spaCy asks: the
+    base of both PyTorch wrappers (the head, and the query-carrying transformer)."""
 
     def __init__(self, *args: Any, lr_scale: float = 1.0, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.lr_scale = lr_scale
+
+    def lr_scale_of(self, name: str) -> float:
+        """The learning-rate multiplier of the parameter ``name`` (one for all, here)."""
+        return self.lr_scale
 
     @contextlib.contextmanager
     def use_params(self, params: Dict[Any, Any]) -> Iterator[None]:
         """thinc's optimizer keys its averages by (shim id, parameter name), while
         PyTorchShim.use_params only looks for "pytorch_<id>_<name>" strings, so averages never
         reached a PyTorch model; this reads both."""
+        if self._model is None:
+            yield
+            return
         averaged = {
             name: xp2torch(params[(self.id, name)], device=self.device)
             for name, _ in self._model.named_parameters()
@@ -95,9 +147,7 @@ class ScaledPyTorchShim(PyTorchShim):
             self._model.load_state_dict(backup)
 
     def finish_update(self, optimizer: Optimizer) -> None:
-        if self.lr_scale != 1.0:
-            optimizer = scale_learning_rate(optimizer, lambda name: self.lr_scale)  # type: ignore[assignment]
-        super().finish_update(optimizer)
+        super().finish_update(scale_learning_rate(optimizer, self.lr_scale_of))
 
 
 _FORK_HOOK_INSTALLED = False
@@ -128,10 +178,8 @@ def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Any = None) -> Non
     from ..torch_modules.head import PIQNHead
 
     attrs = model.attrs
-    encoder_queries = attrs["encoder_queries"]
     if X is not None and not model.has_dim("nI"):
-        words = X[0][0] if encoder_queries else X[0]
-        model.set_dim("nI", words.shape[1])
+        model.set_dim("nI", X.words[0].shape[1])
     module = PIQNHead(
         model.get_dim("nI"),
         model.get_dim("nO"),
@@ -150,12 +198,11 @@ def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Any = None) -> Non
         serialize_model=serialize_state,
         deserialize_model=deserialize_state,
     )
-    convert = convert_inputs_with_queries if encoder_queries else convert_inputs
     model._layers = [
         Model(
             "pytorch",
             pytorch_forward,
-            attrs={"convert_inputs": convert, "convert_outputs": convert_outputs},
+            attrs={"convert_inputs": convert_inputs, "convert_outputs": convert_outputs},
             shims=[shim],
             dims={"nI": None, "nO": None},
         )
@@ -163,55 +210,30 @@ def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Any = None) -> Non
 
 
 def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Callable]:
-    """``attrs["denoise"]``, set by the PIQN model for one training forward: per window an int
-    array (D, 3) of noised gold entities that enter as denoising queries after the M others."""
-    pytorch = model.layers[0]
-    if is_train and model.attrs.get("denoise") is not None:
-        pytorch.attrs["denoise"] = model.attrs["denoise"]
-    try:
-        return pytorch(X, is_train)
-    finally:
-        pytorch.attrs.pop("denoise", None)
+    return model.layers[0](X, is_train)
 
 
 def convert_inputs(model: Model, X: InT, is_train: bool) -> Tuple[ArgsKwargs, Callable]:
-    """One torch leaf per window; training asks the head for every layer (auxiliary losses)."""
-    Xt = [xp2torch(x, requires_grad=is_train) for x in X]
-
-    def get_dX(dXt: ArgsKwargs) -> List[Floats2d]:
-        return [torch2xp(g) if g is not None else model.ops.alloc2f(*x.shape) for g, x in zip(dXt.args[0], X)]
-
-    return ArgsKwargs(args=(Xt,), kwargs={"all_layers": is_train, **denoise_kwargs(model)}), get_dX
-
-
-def denoise_kwargs(model: Model) -> Dict[str, Any]:
-    """The head's ``denoise`` argument, where this forward has denoising queries: the windows'
-    (D_i, 3) arrays padded into one (B, max D_i, 3) tensor (class 0 marks padding)."""
-    denoise = model.attrs.get("denoise")
-    if denoise is None:
-        return {}
+    """One torch leaf per window (and per query-state array); training asks the head for the logits
+    of every layer (auxiliary losses), prediction for the last layer's probabilities."""
     import torch
 
-    padded = numpy.zeros((len(denoise), max((len(d) for d in denoise), default=0), 3), dtype=numpy.int64)
-    for i, rows in enumerate(denoise):
-        padded[i, : len(rows)] = rows
-    return {"denoise": torch.as_tensor(padded)}
-
-
-def convert_inputs_with_queries(model: Model, X: InT, is_train: bool) -> Tuple[ArgsKwargs, Callable]:
-    """As ``convert_inputs``, plus one leaf per window for the encoder's query states."""
-    Xt = [xp2torch(words, requires_grad=is_train) for words, _ in X]
-    Qt = [xp2torch(queries, requires_grad=is_train) for _, queries in X]
+    words = [xp2torch(x, requires_grad=is_train) for x in X.words]
+    queries = None if X.queries is None else [xp2torch(q, requires_grad=is_train) for q in X.queries]
+    spans = None if X.spans is None else torch.as_tensor(model.ops.to_numpy(X.spans)).long()
 
     def grad(g: Any, x: Floats2d) -> Floats2d:
         return torch2xp(g) if g is not None else model.ops.alloc2f(*x.shape)
 
-    def get_dX(dXt: ArgsKwargs) -> List[Tuple[Floats2d, Floats2d]]:
-        grads = zip(dXt.args[0], dXt.kwargs["queries"], X)
-        return [(grad(g_w, words), grad(g_q, queries)) for g_w, g_q, (words, queries) in grads]
+    def get_dX(dXt: ArgsKwargs) -> HeadInput:
+        d_words = [grad(g, x) for g, x in zip(dXt.args[0], X.words)]
+        d_queries = None
+        if X.queries is not None:
+            d_queries = [grad(g, q) for g, q in zip(dXt.kwargs["queries"], X.queries)]
+        return HeadInput(d_words, X.spans, d_queries)
 
-    kwargs = {"queries": Qt, "all_layers": is_train, **denoise_kwargs(model)}
-    return ArgsKwargs(args=(Xt,), kwargs=kwargs), get_dX
+    kwargs = {"spans": spans, "queries": queries, "all_layers": is_train}
+    return ArgsKwargs(args=(words,), kwargs=kwargs), get_dX
 
 
 def convert_outputs(model: Model, inputs_outputs: Tuple[Any, Any], is_train: bool) -> Tuple[OutT, Callable]:
@@ -220,9 +242,8 @@ def convert_outputs(model: Model, inputs_outputs: Tuple[Any, Any], is_train: boo
     Y = tuple(torch2xp(t) for t in Yt)
 
     def get_dYt(dY: OutT) -> ArgsKwargs:
-        # Outputs without a gradient (None, or an empty dense block) take no part in backward.
-        pairs = [(t, xp2torch(d, device=t.device)) for d, t in zip(dY, Yt) if d is not None and t.numel()]
-        return ArgsKwargs(args=([t for t, _ in pairs],), kwargs={"grad_tensors": [g for _, g in pairs]})
+        grads = [xp2torch(d, device=t.device) for d, t in zip(dY, Yt)]
+        return ArgsKwargs(args=(list(Yt),), kwargs={"grad_tensors": grads})
 
     return Y, get_dYt  # type: ignore[return-value]
 

@@ -21,8 +21,9 @@ from .common import in_input_order, length_groups, unpacked_bilstm
 # produces NaN in BCE or softmax.
 PAD_LOGIT = -1e4
 
-# left, right (L', B, M, n), classes (L', B, M, C), dense boundary logits (B, n, 2 or 0).
-HeadOutput = Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+# left, right (L', B, M, n) and classes (L', B, M, C): logits of every layer in training,
+# probabilities of the last layer at prediction.
+HeadOutput = Tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 
 def init_weights(module: nn.Module) -> None:
@@ -151,47 +152,27 @@ def anchor_prior(word_mask: torch.Tensor, n_queries: int, strength: float) -> to
     return -strength * (positions[:, None, :] - anchors[None, :, None]) ** 2
 
 
-# Longest span (in words) a proposal may cover: longer gold entities are still reachable, the
-# proposal only sets where a query starts looking.
-MAX_PROPOSAL_WIDTH = 24
-
-
-def top_spans(dense: torch.Tensor, word_mask: torch.Tensor, k: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """k proposals per window from dense boundary logits (B, n, 2): for each start word its best
-    span (start logit + end logit, inside the window, at most MAX_PROPOSAL_WIDTH words), then the
-    k best start words, as word indices (B, k) of first and last words, best first. One per start
-    word spreads them over the window (the k best spans overall crowd around one strong start
-    and learned slower). A window of fewer than k words repeats its first word for the rest."""
-    batch, n_words, _ = dense.shape
-    first = torch.arange(n_words, device=dense.device)
-    width = first[None, :] - first[:, None]  # (n, n): last - first
-    allowed = (width >= 0) & (width < MAX_PROPOSAL_WIDTH)
-    allowed = allowed[None] & word_mask[:, :, None] & word_mask[:, None, :]
-    scores = (dense[:, :, None, 0] + dense[:, None, :, 1]).masked_fill(~allowed, 2 * PAD_LOGIT)
-    # One proposal per start word (its best end), so the proposals spread over the window.
-    per_start, best_end = scores.max(-1)
-    if n_words < k:
-        per_start = F.pad(per_start, (0, k - n_words), value=3 * PAD_LOGIT)
-        best_end = F.pad(best_end, (0, k - n_words))
-    best = per_start.topk(k, dim=-1)
-    filler = best.values <= 2 * PAD_LOGIT
-    # Filler picks (not an allowed span) point at the first word.
-    starts = best.indices.masked_fill(filler, 0)
-    ends = best_end.gather(1, best.indices).masked_fill(filler, 0)
-    return starts, ends
-
-
-def proposal_prior(starts: torch.Tensor, n_words: int, strength: float) -> torch.Tensor:
-    """Pointer-logit bias (B, k, n) centred on each query's proposed boundary word:
-    −strength · (word index − proposed index)², in words (not relative positions)."""
-    words = torch.arange(n_words, device=starts.device, dtype=torch.float32)
-    return -strength * (words[None, None, :] - starts[:, :, None].float()) ** 2
+# The pointer types decide two things, both here: how boundary logits become probabilities (for the
+# classifier, the matching cost and the predictions) and how they are trained (``boundary_loss``).
 
 
 def boundary_probs(logits: torch.Tensor, pointer: str) -> torch.Tensor:
     """Boundary probabilities over the words: a distribution per query ("softmax") or an
     independent probability per word ("sigmoid", PIQN's). Padded words get 0 either way."""
     return torch.softmax(logits, -1) if pointer == "softmax" else torch.sigmoid(logits)
+
+
+def boundary_loss(logits: torch.Tensor, target: torch.Tensor, word_mask: torch.Tensor, pointer: str) -> torch.Tensor:
+    """Summed loss of matched queries' boundary logits (Q, n) against target word indices (Q,):
+    cross-entropy over the real words ("softmax"), or binary cross-entropy per real word against
+    the one-hot target ("sigmoid", PIQN's). word_mask (Q, n) marks the real words."""
+    logits = logits.float()
+    if pointer == "softmax":
+        # Padded words take no probability mass (and get no gradient).
+        return F.cross_entropy(logits.masked_fill(~word_mask, PAD_LOGIT), target, reduction="sum")
+    onehot = F.one_hot(target, logits.shape[-1]).float()
+    bce = F.binary_cross_entropy_with_logits(logits, onehot, reduction="none")
+    return (bce * word_mask).sum()
 
 
 class EntityPointer(nn.Module):
@@ -251,13 +232,13 @@ class EntityClassifier(nn.Module):
 class PIQNHead(nn.Module):
     """BiLSTM → L one-way query layers → (pointer, classifier) per layer.
 
-    forward takes one (n_i, n_in) tensor per window and returns logits stacked over the layers
-    that ran: left/right (L', B, M, n) and class (L', B, M, C), plus the dense boundary logits
-    (B, n, 2: "a gold entity starts / ends at this word", read from the last layer's word states;
-    (B, n, 0) without ``dense_boundaries``). Training asks for every layer
-    (PIQN's auxiliary losses); prediction runs the heads on the last layer only. Windows run in
-    length groups of at most ``max_padded_words`` padded words (``length_groups``); the
-    outputs come back in input order, padded to the longest window.
+    forward takes one (n_i, n_in) tensor per window and returns the outputs of the layers that ran:
+    left/right (L', B, M, n) and class (L', B, M, C). Training asks for logits of every layer
+    (PIQN's auxiliary losses); prediction gets probabilities of the last layer only. A window may
+    carry context (``spans``): all its words go through the BiLSTM and the word-level layers, but
+    the pointer and the classifier only see the words to predict on, so n counts those. Windows run
+    in length groups of at most ``max_padded_words`` padded words (``length_groups``); the outputs
+    come back in input order, padded to the longest window.
     """
 
     def __init__(self, n_in: int, n_classes: int, settings: HeadSettings = DEFAULT_HEAD, query_in: int = 0):
@@ -265,6 +246,7 @@ class PIQNHead(nn.Module):
         s = settings
         self.max_padded_words = s.max_padded_words
         self.n_queries = s.n_queries
+        self.pointer = s.pointer
         if s.lstm_layers > 0:
             self.lstm: Optional[nn.LSTM] = nn.LSTM(
                 n_in,
@@ -290,23 +272,6 @@ class PIQNHead(nn.Module):
         self.left = EntityPointer(s.width, s.pointer_width or s.width, s.pointer_fusion)
         self.right = EntityPointer(s.width, s.pointer_width or s.width, s.pointer_fusion)
         self.classifier = EntityClassifier(s.width, s.n_heads, n_classes, s.dropout, s.classifier_dropout, s.pointer)
-        # Per-word start/end logits trained on every gold boundary (no matching involved), so
-        # the word encoder learns where entities begin and end from the first update.
-        self.proposal_strength = s.proposal_strength
-        self.dense = nn.Linear(s.width, 2) if s.dense_boundaries or s.proposal_strength else None
-        # With proposals, each query starts at one of the dense head's best spans (two-stage /
-        # mixed query selection): its pointers get a prior around that span's boundaries and
-        # its state the span's boundary words.
-        self.proposal_in = nn.Linear(2 * s.width, s.width) if s.proposal_strength else None
-        # Denoising queries (training only): a noised gold entity's label embedding plus its
-        # boundary words; their pointers get a prior around the noised boundaries.
-        self.denoising_prior = s.denoising_prior
-        if s.denoising:
-            self.denoise_label: Optional[nn.Embedding] = nn.Embedding(n_classes, s.width)
-            self.denoise_in: Optional[nn.Linear] = nn.Linear(2 * s.width, s.width)
-            self.denoise_norm: Optional[nn.LayerNorm] = nn.LayerNorm(s.width)
-        else:
-            self.denoise_label = self.denoise_in = self.denoise_norm = None
         for module in self.modules():
             if not isinstance(module, (nn.LSTM, nn.MultiheadAttention)):
                 init_weights(module)
@@ -331,39 +296,40 @@ class PIQNHead(nn.Module):
     def forward(
         self,
         windows: List[torch.Tensor],
+        spans: Optional[torch.Tensor] = None,
         queries: Optional[List[torch.Tensor]] = None,
         all_layers: bool = False,
-        denoise: Optional[torch.Tensor] = None,
     ) -> HeadOutput:
-        """denoise: a long tensor (B, D, 3) of noised gold entities (class, left, right) per
-        window, to add as denoising queries after the M others (a model built with ``denoising``;
-        training only; rows of class 0 are padding): the outputs then hold M + D queries."""
+        """spans: a long tensor (B, 2), per window the offset and the number of its words to predict on
+        (the others are context); None: all of them. all_layers: logits of every layer (training)
+        instead of probabilities of the last one."""
         groups = length_groups([len(w) for w in windows], self.max_padded_words)
         if len(groups) == 1:
-            return self._forward(windows, queries, all_layers, denoise)
-        n_words = max(len(w) for w in windows)
+            return self._forward(windows, spans, queries, all_layers)
+        n_words = int(spans[:, 1].max()) if spans is not None else max(len(w) for w in windows)
+        pad_value = PAD_LOGIT if all_layers else 0.0
         parts = []
         for group in groups:
-            group_queries = None if queries is None else [queries[i] for i in group]
-            group_denoise = None if denoise is None else denoise[group]
-            left, right, classes, dense = self._forward(
-                [windows[i] for i in group], group_queries, all_layers, group_denoise
+            left, right, classes = self._forward(
+                [windows[i] for i in group],
+                None if spans is None else spans[group],
+                None if queries is None else [queries[i] for i in group],
+                all_layers,
             )
             pad = (0, n_words - left.shape[-1])
-            dense = F.pad(dense, (0, 0) + pad, value=PAD_LOGIT)
-            parts.append((F.pad(left, pad, value=PAD_LOGIT), F.pad(right, pad, value=PAD_LOGIT), classes, dense))
-        streams = list(zip(*parts))
-        left, right, classes = (in_input_order(list(stream), groups, dim=1) for stream in streams[:3])
-        return left, right, classes, in_input_order(list(streams[3]), groups, dim=0)
+            parts.append((F.pad(left, pad, value=pad_value), F.pad(right, pad, value=pad_value), classes))
+        left, right, classes = (in_input_order(list(stream), groups, dim=1) for stream in zip(*parts))
+        return left, right, classes
 
     def _forward(
         self,
         windows: List[torch.Tensor],
+        spans: Optional[torch.Tensor],
         queries: Optional[List[torch.Tensor]],
         all_layers: bool,
-        denoise: Optional[torch.Tensor] = None,
     ) -> HeadOutput:
         words, mask = self.encode_words(windows)
+        target_index, target_mask = predicted_words(spans, mask)
         content, position = self.queries()
         if self.query_in is not None:
             if queries is None:
@@ -372,87 +338,39 @@ class PIQNHead(nn.Module):
         else:
             assert content is not None  # learned whenever there is no query_in
             state = content.unsqueeze(0).expand(words.shape[0], -1, -1)
-        if self.proposal_in is not None:
-            state, left_prior, right_prior, dense = self._start_at_proposals(words, mask, state)
-        else:
-            # The same for every layer and both pointers.
-            left_prior = anchor_prior(mask, self.n_queries, self.anchor_strength) if self.anchor_strength else None
-            right_prior, dense = left_prior, None
-        query_mask = None
-        if denoise is not None and denoise.shape[1]:
-            state, position, left_prior, right_prior, query_mask = self._add_denoising(
-                words, mask, state, position, left_prior, right_prior, denoise
-            )
+        # The same for every layer and both pointers.
+        prior = anchor_prior(target_mask, self.n_queries, self.anchor_strength) if self.anchor_strength else None
         lefts, rights, classes = [], [], []
         for i, layer in enumerate(self.layers):
-            words, state = layer(words, state, position, mask, query_mask)
+            words, state = layer(words, state, position, mask)
             if all_layers or i == len(self.layers) - 1:
-                left = self.left(words, state, mask, left_prior)
-                right = self.right(words, state, mask, right_prior)
+                targets = words if target_index is None else gather_words(words, target_index)
+                left = self.left(targets, state, target_mask, prior)
+                right = self.right(targets, state, target_mask, prior)
                 lefts.append(left)
                 rights.append(right)
-                classes.append(self.classifier(words, state, mask, left, right))
-        if dense is None and self.dense is not None:
-            dense = self.dense(words).masked_fill(~mask[:, :, None], PAD_LOGIT)
-        elif dense is None:
-            dense = words.new_zeros((words.shape[0], words.shape[1], 0))
-        return torch.stack(lefts), torch.stack(rights), torch.stack(classes), dense
+                classes.append(self.classifier(targets, state, target_mask, left, right))
+        left, right, logits = torch.stack(lefts), torch.stack(rights), torch.stack(classes)
+        if all_layers:
+            return left, right, logits
+        return boundary_probs(left, self.pointer), boundary_probs(right, self.pointer), torch.softmax(logits, -1)
 
-    def _add_denoising(
-        self,
-        words: torch.Tensor,
-        mask: torch.Tensor,
-        state: torch.Tensor,
-        position: torch.Tensor,
-        left_prior: Optional[torch.Tensor],
-        right_prior: Optional[torch.Tensor],
-        denoise: torch.Tensor,
-    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Append the D denoising queries of ``denoise`` (B, D, 3) to the M others: state, position (B, M + D, w),
-        left/right priors (B, M + D, n) and the query mask (B, M + D, M + D). A denoising query
-        takes the position of the query anchored nearest its span's centre; the M queries never
-        attend to denoising queries (they carry gold), and a denoising query sees the M queries and
-        its own window's denoising queries (DN-DETR's attention mask)."""
-        if self.denoise_label is None or self.denoise_in is None or self.denoise_norm is None:
-            raise ValueError(Errors.E050)
-        batch, n_words, width = words.shape
-        n_queries, n_denoise = state.shape[1], denoise.shape[1]
-        device = words.device
-        label, first, last = denoise.to(device).unbind(-1)
-        real = label > 0
-        boundary_words = torch.cat([words.gather(1, i[:, :, None].expand(-1, -1, width)) for i in (first, last)], -1)
-        noised = self.denoise_norm(self.denoise_label(label) + self.denoise_in(boundary_words))
-        lengths = mask.sum(-1, keepdim=True).clamp(min=1)
-        centre = (first + last + 1).float() / (2 * lengths)
-        nearest = (centre * n_queries).long().clamp(0, n_queries - 1)
-        position = torch.cat([position.expand(batch, -1, -1), position[nearest]], 1)
-        state = torch.cat([state, noised], 1)
-        priors = []
-        for prior, boundary in ((left_prior, first), (right_prior, last)):
-            if prior is None:
-                prior = words.new_zeros((batch, n_queries, n_words))
-            around = proposal_prior(boundary, n_words, self.denoising_prior)
-            priors.append(torch.cat([prior.expand(batch, -1, -1), around], 1))
-        query_mask = torch.ones((batch, n_queries + n_denoise, n_queries + n_denoise), dtype=torch.bool, device=device)
-        query_mask[:, :n_queries, n_queries:] = False
-        query_mask[:, n_queries:, n_queries:] = real[:, None, :]
-        return state, position, priors[0], priors[1], query_mask
 
-    def _start_at_proposals(
-        self, words: torch.Tensor, mask: torch.Tensor, state: torch.Tensor
-    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Queries that start at the dense head's proposals (``proposal_strength``): their state
-        plus their spans' boundary words, left/right pointer priors around those boundaries, and
-        the dense logits (read from the words before the query layers; selection passes no gradient)."""
-        assert self.dense is not None and self.proposal_in is not None  # built together
-        dense = self.dense(words).masked_fill(~mask[:, :, None], PAD_LOGIT)
-        starts, ends = top_spans(dense.detach(), mask, self.n_queries)
-        width = words.shape[-1]
-        boundary_words = torch.cat([words.gather(1, i[:, :, None].expand(-1, -1, width)) for i in (starts, ends)], -1)
-        n_words = words.shape[1]
-        return (
-            state + self.proposal_in(boundary_words),
-            proposal_prior(starts, n_words, self.proposal_strength),
-            proposal_prior(ends, n_words, self.proposal_strength),
-            dense,
-        )
+def predicted_words(spans: Optional[torch.Tensor], mask: torch.Tensor) -> Tuple[Optional[torch.Tensor], torch.Tensor]:
+    """Gather index (B, n) of the words to predict on and their mask, from ``spans`` (B, 2) of
+    (offset, length) into windows whose real words ``mask`` (B, n_read) marks; (None, mask) when
+    every window predicts on all its words."""
+    if spans is None:
+        return None, mask
+    spans = spans.to(mask.device)
+    n_words = int(spans[:, 1].max())
+    positions = torch.arange(n_words, device=mask.device)[None, :]
+    target_mask = positions < spans[:, 1:2]
+    # Padded positions point at the window's first predicted word; the mask hides them.
+    index = spans[:, 0:1] + positions.masked_fill(~target_mask, 0)
+    return index, target_mask
+
+
+def gather_words(words: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """Rows ``index`` (B, n) of ``words`` (B, n_read, w)."""
+    return words.gather(1, index[:, :, None].expand(-1, -1, words.shape[-1]))
