@@ -36,7 +36,7 @@ NAME = "piqn_pkgtest"
 VERSION = "0.0.1"
 PACKAGE = f"en_{NAME}"
 TINY = {
-    "model": {"hidden_width": 32, "n_queries": 8, "n_layers": 1, "n_heads": 2, "pointer_width": 16},
+    "model": {"head": {"hidden_width": 32, "n_queries": 8, "n_layers": 1, "n_heads": 2, "pointer_width": 16}},
     "n_slots": 4,
 }
 TRAIN = [
