@@ -1,12 +1,6 @@
 """Entry point for ``python -m spacy_piqn``."""
 
-import sys
-
-from spacy_piqn.cli import app, transformers_problem
+from spacy_piqn.cli import command_line
 
 if __name__ == "__main__":
-    problem = transformers_problem()
-    if problem:
-        print(problem, file=sys.stderr)
-        sys.exit(1)
-    app(prog_name="python -m spacy_piqn")
+    command_line()(prog_name="python -m spacy_piqn")

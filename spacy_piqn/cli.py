@@ -2,24 +2,26 @@
 
 The app is a typer group (spaCy's own CLI is typer too), so a new command is one more ``@app.command("name")``
 function. Module import stays cheap and torch-free: each command imports what it needs when it runs, and
-nothing here imports the pipeline.
+nothing here imports the pipeline, so ``--help`` answers without loading spaCy.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Callable
 
 import typer
 
 from .errors import Errors
 
 if TYPE_CHECKING:
+    import click
     from spacy.language import Language
     from spacy.training import Example
 
@@ -69,8 +71,9 @@ def transformers_problem() -> str | None:
     spaCy imports the factories of every installed package (entry points) whenever it creates a pipeline, so a
     transformers release that spacy-transformers cannot import (5.x: ``cannot import name 'BatchEncoding'``) breaks
     every command, tok2vec pipelines included, with an error from deep inside spacy-transformers (or a misleading
-    "unknown language code"). This imports spacy-transformers once up front and turns that into a fix to run. The
-    transformers range is spacy-piqn's own requirement, the one spacy-transformers accepts.
+    "unknown language code"). This imports spacy-transformers before a command runs (`command_line`; spaCy would
+    import it next anyway) and turns that into a fix to run. The transformers range is spacy-piqn's own requirement
+    (its ``trf`` extra), the one spacy-transformers accepts.
     """
     from importlib import metadata
 
@@ -110,6 +113,33 @@ def fail(message: str) -> typer.Exit:
     """Print one line to stderr and give the exit to raise: users get the reason, not a traceback."""
     typer.echo(f"error: {message}", err=True)
     return typer.Exit(code=1)
+
+
+def check_transformers_first(callback: Callable[..., Any]) -> Callable[..., Any]:
+    """``callback`` that first stops with `transformers_problem`'s fix, if there is one."""
+
+    @functools.wraps(callback)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        problem = transformers_problem()
+        if problem:
+            typer.echo(problem, err=True)
+            raise typer.Exit(code=1)
+        return callback(*args, **kwargs)
+
+    return checked
+
+
+def command_line() -> click.Group:
+    """The click group that ``python -m spacy_piqn`` runs: `app`, each command checking `transformers_problem` first.
+
+    Every command creates a pipeline (``convert`` a blank one), so each needs the check; ``--help`` and usage errors
+    are answered before a command's body runs, so they skip the 2-4 s import of spacy-transformers it costs.
+    """
+    group = typer.main.get_command(app)
+    for command in group.commands.values():
+        if command.callback is not None:
+            command.callback = check_transformers_first(command.callback)
+    return group
 
 
 @app.callback()
@@ -252,30 +282,95 @@ def convert_command(
     typer.echo(format_report(report))
 
 
+# The modules a transformer config needs that spacy-piqn's `trf` extra installs.
+TRF_MODULES = ("spacy_transformers", "transformers")
+
+
+def missing_trf_module(error: BaseException) -> str | None:
+    """The trf module whose absence caused ``error`` (the component re-raises load errors as E005), else None."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, ImportError) and (seen.name or "").split(".")[0] in TRF_MODULES:
+            return seen.name
+        if isinstance(seen, ValueError) and "[E002]" in str(seen) and "'transformer'" in str(seen):
+            return "spacy_transformers"  # spaCy's "no factory 'transformer'"
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def use_gpu(gpu_id: int) -> None:
+    """Put spaCy on GPU ``gpu_id`` (nothing for -1), or stop with one line that says what is missing."""
+    if gpu_id < 0:
+        return
+    import spacy
+
+    try:
+        spacy.require_gpu(gpu_id)
+    except (ValueError, ImportError, RuntimeError) as error:  # no CuPy, no CUDA device, or a bad device id
+        raise fail(Errors.E211.format(gpu_id=gpu_id, reason=error)) from None
+
+
 def load_pipeline(model: str, gpu_id: int) -> Language:
     """Load a trained pipeline (directory or installed package) on CPU, or on GPU ``gpu_id`` if it is >= 0."""
     import spacy
 
-    if gpu_id >= 0:
-        spacy.require_gpu(gpu_id)
+    import spacy_piqn
+
+    use_gpu(gpu_id)
+    spacy_piqn.register()  # the names resolve even where the entry points are stale or missing
     try:
         return spacy.load(model)
     except OSError as error:
         raise fail(Errors.E200.format(model=model, reason=error)) from None
+    except (ImportError, ValueError) as error:
+        module = missing_trf_module(error)  # a transformer pipeline without the trf extra
+        if module is None:
+            raise
+        raise fail(Errors.E212.format(model=model, module=module)) from None
 
 
 def gold_token_examples(nlp: Language, data_path: Path, limit: int = 0) -> list[Example]:
     """Examples from a DocBin whose predicted docs have exactly the gold tokens.
 
-    ``spacy evaluate`` re-tokenizes the reference text with the pipeline's tokenizer, so a model trained on gold
-    tokens (``spacy-piqn.Corpus.v1``) would be scored on other tokens than it was trained and validated on. These
-    are the examples ``spacy train`` scores on, so the numbers agree with the training log.
+    ``spacy evaluate`` re-tokenizes the text of every doc whose spaces are known (``Doc(words, spaces)``, docs made
+    from text) with the pipeline's tokenizer; it keeps the words only of docs with unknown spaces (``Doc(words)``).
+    A model trained on gold tokens (``spacy-piqn.Corpus.v1``) would then be scored on other tokens than it was
+    trained and validated on. These are the examples ``spacy train`` scores on, whatever the DocBin's spaces, so the
+    numbers agree with the training log.
     """
     from .corpus import create_gold_token_corpus
 
     if not data_path.exists():
         raise fail(Errors.E201.format(path=data_path))
     return list(create_gold_token_corpus(data_path, gold_tokens=True, limit=limit)(nlp))
+
+
+def format_scores(scores: dict[str, Any]) -> str:
+    """``nlp.evaluate``'s scores as text: one line per score in %, speed in words/s, then a P/R/F table per type.
+
+    token_* are left out: they score the tokenizer, and the predicted docs here have the gold tokens.
+    """
+    rows = [
+        (key, value)
+        for key, value in scores.items()
+        if not key.startswith("token_") and (isinstance(value, float | int) or value is None)
+    ]
+    width = max((len(key) for key, _ in rows), default=0)
+    lines = []
+    for key, value in rows:
+        shown = f"{'-':>8}" if value is None else (f"{value:8.0f} words/s" if key == "speed" else f"{value * 100:8.2f}")
+        lines.append(f"  {key:<{width}}  {shown}")
+    for key, per_type in scores.items():
+        if not key.endswith("_per_type") or not isinstance(per_type, dict) or not per_type:
+            continue
+        label_width = max(len("type"), *(len(label) for label in per_type))
+        lines.append(f"{key} (%):")
+        lines.append(f"  {'type':<{label_width}}  {'P':>6}  {'R':>6}  {'F':>6}")
+        for label in sorted(per_type):
+            prf = per_type[label]
+            cells = "  ".join("     -" if prf.get(m) is None else f"{prf[m] * 100:6.2f}" for m in ("p", "r", "f"))
+            lines.append(f"  {label:<{label_width}}  {cells}")
+    return "\n".join(lines)
 
 
 @app.command("evaluate")
@@ -285,10 +380,10 @@ def evaluate_command(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write all scores to this JSON file.")] = None,
     gpu_id: Annotated[int, typer.Option("--gpu-id", "-g", help="GPU id, or -1 for CPU.")] = -1,
 ) -> None:
-    """Score a pipeline on gold-tokenized docs: strict, localization and classification P/R/F.
+    """Score a pipeline on gold-tokenized docs: strict, localization and classification P/R/F, and P/R/F per type.
 
-    Like ``spacy evaluate``, but the predicted docs keep the gold tokens (see `gold_token_examples`), and the JSON
-    holds every score ``nlp.evaluate`` returns (``spans_<key>_loc_f``, ``spans_<key>_cls_f``, per-type scores).
+    Like ``spacy evaluate``, but the predicted docs always keep the gold tokens (see `gold_token_examples`), and
+    the report shows the localization and classification scores that ``spacy evaluate`` writes only to its JSON.
     """
     import srsly
 
@@ -297,17 +392,8 @@ def evaluate_command(
     if not examples:
         raise fail(Errors.E202.format(path=data_path))
     scores = nlp.evaluate(examples)
-    # token_* are the tokenizer's scores, meaningless on gold tokens.
-    rows = [
-        (key, value)
-        for key, value in scores.items()
-        if not key.startswith("token_") and (isinstance(value, float | int) or value is None)
-    ]
-    width = max(len(key) for key, _ in rows)
     typer.echo(f"Evaluated {model} on {len(examples)} docs from {data_path}")
-    for key, value in rows:
-        shown = "-" if value is None else (f"{value:.0f}" if key == "speed" else f"{value * 100:.2f}")
-        typer.echo(f"  {key:<{width}}  {shown:>8}")
+    typer.echo(format_scores(scores))
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
         srsly.write_json(output, scores)
@@ -357,7 +443,31 @@ def visualize_command(
     typer.echo(f"Rendered {len(predicted)} docs ({n_spans} predicted spans under {spans_key!r}) to {output}")
 
 
-THRESHOLD_KEYS = ("class_threshold", "boundary_threshold", "merge_keep_ratio")
+# The range find-threshold searches per key. Thresholds are probabilities (1 would drop every span); a
+# merge_keep_ratio above 1 drops every nest that shares a boundary and label with a better span.
+THRESHOLD_RANGES = {
+    "class_threshold": (0.0, 0.95),
+    "boundary_threshold": (0.0, 0.95),
+    "merge_keep_ratio": (0.0, 1.5),
+}
+THRESHOLD_KEYS = tuple(THRESHOLD_RANGES)
+
+
+def threshold_grid(key: str, n_trials: int, current: float) -> list[float]:
+    """``n_trials`` values evenly over the key's range (2 decimals), plus the current value, in order."""
+    import numpy as np
+
+    low, high = THRESHOLD_RANGES[key]
+    values = {round(float(value), 2) for value in np.linspace(low, high, n_trials)}
+    return sorted(values | {float(current)})
+
+
+def best_threshold(results: dict[float, float], current: float) -> float:
+    """The value with the highest score; on a tie the current value, then the value nearest to it.
+
+    The current value competes like any other, so a search never saves a setting that scores below it.
+    """
+    return max(results, key=lambda v: (results[v], v == current, -abs(v - current)))
 
 
 @app.command("find-threshold")
@@ -370,22 +480,29 @@ def find_threshold_command(
     threshold_key: Annotated[
         str, typer.Option("--key", "-k", help="class_threshold, boundary_threshold or merge_keep_ratio.")
     ] = "class_threshold",
-    n_trials: Annotated[int, typer.Option("--n-trials", "-n", help="Values tried, evenly from 0 to 0.95.")] = 20,
+    n_trials: Annotated[
+        int,
+        typer.Option(
+            "--n-trials",
+            "-n",
+            help="Values tried evenly over the key's range (thresholds 0-0.95, merge_keep_ratio 0-1.5), "
+            "plus the pipeline's current value.",
+        ),
+    ] = 20,
     pipe_name: Annotated[str, typer.Option("--pipe", help="Name of the piqn component.")] = "piqn",
     gpu_id: Annotated[int, typer.Option("--gpu-id", "-g", help="GPU id, or -1 for CPU.")] = -1,
 ) -> None:
-    """Pick the threshold that maximises span F on gold-tokenized docs, and save the pipeline with it.
+    """Pick the value of a decoding setting that maximises span F on gold-tokenized docs, and save the pipeline.
 
-    ``spacy find-threshold`` re-tokenizes the data (and its ``--gold-preproc`` drops ``doc.spans``), so it scores a
-    gold-token PIQN on other tokens than it was trained on; this scores the same examples as ``evaluate``. The model
-    runs once; each value only re-decodes. Tune on a dev set, never on the test set you report.
+    ``spacy find-threshold`` re-tokenizes docs whose spaces are known (and its ``--gold-preproc`` drops
+    ``doc.spans``), so it can score a gold-token PIQN on other tokens than it was trained on; this scores the same
+    examples as ``evaluate``. The model runs once; each value only re-decodes. The current value is always tried
+    and kept on a tie. Tune on a dev set, never on the test set you report.
     """
-    import numpy as np
-
     from .analysis import annotate_before
     from .scorer import piqn_score
 
-    if threshold_key not in THRESHOLD_KEYS:
+    if threshold_key not in THRESHOLD_RANGES:
         raise fail(Errors.E204.format(keys=", ".join(THRESHOLD_KEYS), key=threshold_key))
     if n_trials < 2:
         raise fail(Errors.E205.format(n_trials=n_trials))
@@ -400,18 +517,27 @@ def find_threshold_command(
     batch = 256
     outputs = [(i, pipe.predict(docs[i : i + batch])) for i in range(0, len(docs), batch)]
     scores_key = f"spans_{pipe.key}_f"
-    original = pipe.cfg[threshold_key]
+    current = float(pipe.cfg[threshold_key])
+    grid = threshold_grid(threshold_key, n_trials, current)
     results: dict[float, float] = {}
-    for value in np.linspace(0.0, 0.95, n_trials):
-        pipe.cfg[threshold_key] = round(float(value), 2)
+    for value in grid:
+        pipe.cfg[threshold_key] = value
         for i, out in outputs:
             pipe.set_annotations(docs[i : i + batch], out)
-        results[pipe.cfg[threshold_key]] = float(piqn_score(examples, spans_key=pipe.key)[scores_key] or 0.0)
-    best = max(results, key=lambda v: (results[v], -abs(v - original)))
-    typer.echo(f"{threshold_key} on {len(examples)} docs from {data_path} ({scores_key}):")
+        results[value] = float(piqn_score(examples, spans_key=pipe.key)[scores_key] or 0.0)
+    best = best_threshold(results, current)
+    low, high = THRESHOLD_RANGES[threshold_key]
+    typer.echo(
+        f"{threshold_key} on {len(examples)} docs from {data_path} ({scores_key}): {n_trials} values from {low} to "
+        f"{high} and the current {current}"
+    )
     for value, score in results.items():
-        typer.echo(f"  {value:>5.2f}  {score * 100:6.2f}{'  <- best' if value == best else ''}")
-    typer.echo(f"Best {threshold_key}: {best} ({scores_key} {results[best] * 100:.2f}; was {original})")
+        marks = ("  (current)" if value == current else "") + ("  <- best" if value == best else "")
+        typer.echo(f"  {value:>5.2f}  {score * 100:6.2f}{marks}")
+    typer.echo(
+        f"Best {threshold_key}: {best} ({scores_key} {results[best] * 100:.2f}; current {current}, "
+        f"{results[current] * 100:.2f})"
+    )
     if output is not None:
         pipe.cfg[threshold_key] = best
         # get_pipe_config is the stored config; nlp.config["components"] is rebuilt on each access.
@@ -479,7 +605,7 @@ def predict_ray_command(
     ] = None,
     spans_key: Annotated[str, typer.Option("--spans-key", "-k", help="doc.spans key to export.")] = "sc",
 ) -> None:
-    """Predict a large JSONL corpus with Ray Data (`pip install 'spacy-piqn[ray]'`), output in input order.
+    """Predict a large JSONL corpus with Ray Data (`pip install 'spacy-piqn\\[ray]'`), output in input order.
 
     Without --address Ray starts a local cluster on this machine; on a cluster, run `ray start --head` on one node,
     `ray start --address HEAD:6379` on the others, and this command with --address auto on any of them.

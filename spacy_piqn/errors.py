@@ -241,6 +241,14 @@ class Errors:
         "spaCy imports it for every pipeline, so no command can run.\n"
         'fix: pip install "transformers{pin}"'
     )
+    E211 = (
+        "[E211] --gpu-id {gpu_id}: spaCy cannot use the GPU ({reason}). It needs CuPy for the installed CUDA next to a "
+        "CUDA build of torch (e.g. pip install 'spacy[cuda12x]'); pass --gpu-id -1 to run on the CPU."
+    )
+    E212 = (
+        "[E212] {model!r} has a transformer component, which needs {module}: pip install 'spacy-piqn[trf]' "
+        "(tok2vec pipelines do not)."
+    )
 
 
 class Warnings:

