@@ -86,7 +86,7 @@ def main(
         else ""
     )
     raise fail(
-        f"no {files[0]}. Put {dataset}/train.jsonl and dev.jsonl (the JSONL format of README.md, "
+        f"no {files[0]}. Put {dataset}/train.jsonl and dev.jsonl (the JSONL format of docs/data.md, "
         f'"Data format") under {data_dir}, or point --vars.data_dir at the folder that holds them.{hint}'
     )
 

@@ -5,7 +5,7 @@ Ray is optional (``pip install -e ".[ray]"``) and imported only here. The input 
 ``text`` string; the output is JSONL shards (one line per input line, in input order) with the input's
 ``id`` (or its line number) and the predicted ``spans`` as [start, end, label, score], end exclusive.
 Works on a local machine (Ray starts a local cluster) or on a cluster (``address="auto"`` on a node
-where ``ray start`` ran); see README.md, "Many documents: Ray".
+where ``ray start`` ran); see docs/cli.md, `predict-ray`.
 """
 
 import json

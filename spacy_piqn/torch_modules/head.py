@@ -3,7 +3,7 @@
 Words (from any encoder) go through a BiLSTM and L one-way layers together with M instance
 queries; per layer an entity pointer scores every word as the left/right boundary of each
 query's entity and an entity classifier types it: the paper's §3.2 (after the encoder) and §3.3
-"Entity Prediction", with the departures README.md lists ("Where we leave the paper").
+"Entity Prediction", with the departures docs/design.md lists ("Where we leave the paper").
 """
 
 from typing import List, Optional, Tuple
