@@ -1166,7 +1166,7 @@ def main(argv: list[str] | None = None) -> None:
 
     inf = sub.add_parser("infer", help="score one trained pipeline on gold tokens and time it")
     inf.add_argument("model", type=Path)
-    inf.add_argument("data", type=Path, help=".spacy DocBin with gold doc.spans['sc']")
+    inf.add_argument("data", type=Path, help=".spacy DocBin with gold doc.spans['sc'], or JSONL (tokens, entities)")
     inf.add_argument("--system", choices=sorted(TRAIN_F_KEY), required=True)
     inf.add_argument("--encoder", choices=sorted(ENCODERS), required=True)
     inf.add_argument("--batch-size", type=int, default=256)
