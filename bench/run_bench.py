@@ -3,6 +3,10 @@
     python bench/run_bench.py run --mode quick [--datasets genia,conll03] [--encoders tok2vec,minilm]
     python bench/run_bench.py run --mode full
     python bench/run_bench.py infer MODEL DEV.spacy --system piqn --encoder tok2vec   # one model, no training
+    python bench/run_bench.py raw MODEL DEV.jsonl [--group 10|documents]     # sentences, documents, nlp(text)
+    python bench/run_bench.py memory MODEL DOCS.spacy [--n-docs 10000]       # RSS over many docs
+    python bench/run_bench.py labels TRAIN.jsonl [--labels 5,100,1000]       # cost of many entity types
+    python bench/run_bench.py ray MODEL CORPUS.jsonl [--docs 8000]           # nlp.pipe against Ray Data
 
 For every (dataset, encoder, system) of the grid, ``run``:
 
@@ -28,6 +32,9 @@ The grid: GENIA (nested) runs piqn against ``spancat`` (``spacy.ngram_suggester.
 smallest length covering >= 99.5% of the training spans, printed); CoNLL-2003 (flat) runs piqn with
 ``decoding = "flat"`` against ``ner``. Encoders: ``tok2vec`` (configs/piqn_tok2vec.cfg and the same tok2vec in
 the baselines) and ``minilm`` (the shared MiniLM transformer of configs/piqn_trf_listener.cfg).
+
+The other subcommands train nothing (``labels`` makes a few updates of fresh pipelines) and print a markdown table;
+loading, reading gold docs, timing and RSS are bench/timing.py's, shared with ``run`` and ``infer``.
 """
 
 from __future__ import annotations
@@ -46,6 +53,20 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, Sequence
+
+from timing import (
+    SPANS_KEY,
+    best_seconds,
+    fresh_docs,
+    gold_examples,
+    load_pipeline,
+    peak_rss_mb,
+    pipe_rate,
+    read_gold_docs,
+    rss_mb,
+    timed_pipe,
+    words_of,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "bench"
@@ -261,17 +282,6 @@ def child_env(threads: int) -> dict[str, str]:
     return env
 
 
-def peak_rss_mb(process) -> float:
-    """The process's peak resident set so far: VmHWM on Linux, else its current RSS."""
-    try:
-        for line in Path(f"/proc/{process.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return process.memory_info().rss / 2**20
-
-
 def run_watched(
     cmd: list[str], log_path: Path, env: dict[str, str], timeout_s: float
 ) -> tuple[int, float, float, bool]:
@@ -458,46 +468,17 @@ def read_train_log(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any] | N
 # ---------------------------------------------------------------------------------------------- inference
 
 
-def gold_examples(nlp, data_path: Path) -> list:
-    from spacy_piqn.corpus import create_gold_token_corpus
-
-    return list(create_gold_token_corpus(data_path, gold_tokens=True)(nlp))
-
-
-def pipe_rate(nlp, word_lists: list[list[str]], batch_size: int, repeats: int) -> tuple[float, float]:
-    """(sentences/s, words/s) of ``nlp.pipe`` on fresh docs: one warm-up batch, then the best of ``repeats``."""
-    from spacy.tokens import Doc
-
-    def fresh():
-        return [Doc(nlp.vocab, words=words) for words in word_lists]
-
-    list(nlp.pipe(fresh()[:batch_size], batch_size=batch_size))
-    best = float("inf")
-    for _ in range(repeats):
-        docs = fresh()
-        start = time.perf_counter()
-        for _doc in nlp.pipe(docs, batch_size=batch_size):
-            pass
-        best = min(best, time.perf_counter() - start)
-    n_words = sum(len(words) for words in word_lists)
-    return len(word_lists) / best, n_words / best
-
-
 def infer(
     model: Path, data: Path, system: str, encoder: str, batch_size: int, threads: int, repeats: int, gpu_id: int = -1
 ) -> dict:
     """Dev scores on gold tokens and the throughput of the pipeline and of its encoder alone."""
-    import spacy
     import torch
     from spacy.tokens import SpanGroup
     from spacy.training import Example
 
     from spacy_piqn.scorer import piqn_score
 
-    torch.set_num_threads(threads)
-    if gpu_id >= 0:
-        spacy.require_gpu(gpu_id)
-    nlp = spacy.load(model)
+    nlp = load_pipeline(model, threads, gpu_id)
     examples = gold_examples(nlp, data)
     if not examples:
         raise ValueError(f"no docs in {data}")
@@ -508,7 +489,7 @@ def infer(
             doc.spans["sc"] = SpanGroup(doc, name="sc", spans=list(doc.ents))
         scored.append(Example(doc, eg.reference))
     scores = piqn_score(scored, spans_key="sc")
-    word_lists = [[token.text for token in eg.reference] for eg in examples]
+    word_lists = [words_of(eg.reference) for eg in examples]
     sents = words = enc_sents = enc_words = None
     if repeats > 0:
         sents, words = pipe_rate(nlp, word_lists, batch_size, repeats)
@@ -883,15 +864,12 @@ def raw_text_scores(model: Path, jsonl: Path, group: str, threads: int, batch_si
     multi-sentence Docs with and without sentence starts (gold tokens), and as plain text (``nlp(text)``, the
     pipeline's own tokenizer; predictions scored where they align with the gold tokens). ``group``: "documents"
     (the doc-id file beside ``jsonl``) or a number of consecutive sentences per Doc."""
-    import spacy
-    import torch
     from spacy.tokens import Doc, Span
     from spacy.training import Example
 
     from spacy_piqn.scorer import piqn_score
 
-    torch.set_num_threads(threads)
-    nlp = spacy.load(model)
+    nlp = load_pipeline(model, threads)
     rows = [json.loads(line) for line in read_jsonl(jsonl)]
     if group == "documents":
         ids = jsonl.with_name(f"{jsonl.stem}.doc_ids.txt").read_text(encoding="utf8").splitlines()
@@ -963,6 +941,155 @@ def raw_command(args: argparse.Namespace) -> None:
                   f"| {value['crossing_sentences']} |")  # fmt: skip
     if args.output is not None:
         args.output.write_text(json.dumps(result, indent=2), encoding="utf8")
+
+
+# ------------------------------------------------------------------------------------- other measurements
+
+
+def memory_command(args: argparse.Namespace) -> None:
+    """Does inference memory grow over many docs? ``nlp.pipe`` over a stream of ``--n-docs`` fresh gold-token docs
+    (the docs of DATA cycled), the process's RSS after every ``--every`` docs."""
+    import itertools
+
+    from spacy.tokens import Doc
+
+    nlp = load_pipeline(args.model, args.threads, args.gpu_id)
+    word_lists = [words_of(doc) for doc in read_gold_docs(args.data, nlp.vocab, skip_empty=True)]
+    if not word_lists:
+        raise SystemExit(f"error: no docs in {args.data}")
+    stream = (Doc(nlp.vocab, words=w) for w in itertools.islice(itertools.cycle(word_lists), args.n_docs))
+    print(f"{args.model}: {args.n_docs:,} docs ({len(word_lists):,} of {args.data} cycled), batch {args.batch_size}, "
+          f"{args.threads} torch thread(s)")  # fmt: skip
+    print("| docs | seconds | RSS MB | peak RSS MB |")
+    print("|---:|---:|---:|---:|")
+    start = time.perf_counter()
+    for i, _doc in enumerate(nlp.pipe(stream, batch_size=args.batch_size), start=1):
+        if i % args.every == 0 or i == args.n_docs:
+            print(f"| {i:,} | {time.perf_counter() - start:.1f} | {rss_mb():.0f} | {peak_rss_mb():.0f} |", flush=True)
+
+
+LABELS_SYSTEMS = ("piqn", "spancat")
+
+
+def relabelled_examples(nlp, gold: list, n_labels: int, seed: int = 0) -> tuple[list, list[str]]:
+    """Examples of the gold docs' words and spans, each span relabelled with one of ``n_labels`` synthetic types
+    (seeded), so that only the number of types changes."""
+    from spacy.tokens import Doc, Span
+    from spacy.training import Example
+
+    rng = random.Random(seed)
+    labels = [f"T{i:04d}" for i in range(n_labels)]
+    examples = []
+    for ref in gold:
+        doc = Doc(nlp.vocab, words=words_of(ref))
+        doc.spans[SPANS_KEY] = [Span(doc, s.start, s.end, rng.choice(labels)) for s in ref.spans[SPANS_KEY]]
+        examples.append(Example(Doc(nlp.vocab, words=words_of(ref)), doc))
+    return examples, labels
+
+
+def labels_measure(
+    system: str, gold: list, n_labels: int, batch_size: int, repeats: int
+) -> tuple[float, float, float, int]:
+    """(s per update: median of 8 after 2 warm-ups, model sents/s, nlp.pipe sents/s, labels) of a fresh, untrained
+    pipeline of the shipped tok2vec config of ``system`` with ``n_labels`` entity types."""
+    import statistics
+
+    from spacy.util import load_model_from_config
+    from thinc.api import Config, fix_random_seed
+
+    fix_random_seed(0)
+    config = Config().from_disk(
+        ENCODERS["tok2vec"].configs[system], overrides={"paths.train": "unused.spacy", "paths.dev": "unused.spacy"}
+    )
+    nlp = load_model_from_config(config, auto_fill=True)
+    examples, labels = relabelled_examples(nlp, gold, n_labels)
+    component = nlp.get_pipe(system)
+    for label in labels:  # every label exists, even those no sampled span drew
+        component.add_label(label)
+    optimizer = nlp.initialize(lambda: examples)
+    batches = [examples[i : i + 40] for i in range(0, len(examples), 40)][:10]
+    warm_ups = min(2, len(batches) - 1)  # fewer docs than 3 batches (a smoke test): time what there is
+    times = []
+    for i, batch in enumerate(batches):
+        start = time.perf_counter()
+        nlp.update(batch, sgd=optimizer)
+        if i >= warm_ups:
+            times.append(time.perf_counter() - start)
+    word_lists = [words_of(eg.reference) for eg in examples]
+
+    def forward(docs: list) -> None:
+        # The model alone: the encoder and the component's predict, no spans written (an untrained spancat keeps
+        # about half of all n-gram x label pairs at threshold 0.5, which is what nlp.pipe then times).
+        for i in range(0, len(docs), batch_size):
+            batch = docs[i : i + batch_size]
+            for name, proc in nlp.pipeline:
+                if name == system:
+                    proc.predict(batch)
+                else:
+                    batch = list(proc.pipe(batch))
+
+    forward(fresh_docs(nlp.vocab, word_lists[:batch_size]))
+    model_s = best_seconds(forward, repeats, lambda: fresh_docs(nlp.vocab, word_lists))
+    pipe_sents, _ = pipe_rate(nlp, word_lists, batch_size, repeats)
+    return statistics.median(times), len(word_lists) / model_s, pipe_sents, len(labels)
+
+
+def labels_command(args: argparse.Namespace) -> None:
+    """Training update time and inference speed of piqn and spancat as the number of entity types grows."""
+    import spacy
+    import torch
+
+    torch.set_num_threads(args.threads)
+    gold = read_gold_docs(args.data, spacy.blank("en").vocab, limit=args.docs, skip_empty=True)
+    n_spans = sum(len(doc.spans[SPANS_KEY]) for doc in gold)
+    print(f"{len(gold)} sentences of {args.data}, {n_spans} spans, {args.threads} thread(s), batch {args.batch_size}")
+    print("| system | labels | s/update (40 docs) | model sents/s | nlp.pipe sents/s (untrained) |")
+    print("|---|---:|---:|---:|---:|")
+    for n_labels in (int(x) for x in args.labels.split(",")):
+        for system in LABELS_SYSTEMS:
+            per_update, model, pipe, n = labels_measure(system, gold, n_labels, args.batch_size, args.repeats)
+            print(f"| {system} | {n:,} | {per_update:.3f} | {model:.0f} | {pipe:.0f} |", flush=True)
+
+
+def ray_command(args: argparse.Namespace) -> None:
+    """Sentences/s of a trained pipeline over a corpus: ``nlp.pipe`` against Ray Data with N workers."""
+    try:
+        import ray
+    except ImportError:
+        raise SystemExit(
+            'error: `run_bench.py ray` needs Ray, which is not installed here: pip install -e ".[ray]"'
+        ) from None
+    import tempfile
+
+    from spacy_piqn.scale import predict_jsonl_with_ray, read_predictions
+
+    nlp = load_pipeline(args.model, args.threads)
+    word_lists = [words_of(doc) for doc in read_gold_docs(args.data, nlp.vocab, limit=args.docs, skip_empty=True)]
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = Path(tmp) / "in.jsonl"
+        corpus.write_text("".join(json.dumps({"id": str(i), "tokens": w}) + "\n" for i, w in enumerate(word_lists)))
+        base, docs = timed_pipe(nlp, word_lists, args.batch_size, repeats=1, keep=True)
+        expected = [[(s.start, s.end, s.label_) for s in doc.spans.get(SPANS_KEY, [])] for doc in docs]
+        n = len(word_lists)
+        print(f"{n:,} docs, {sum(len(w) for w in word_lists):,} words, batch {args.batch_size}, "
+              f"{args.threads} torch thread(s) per process")  # fmt: skip
+        print("| run | workers | start-up s | predict + write s | sents/s | same spans |")
+        print("|---|---:|---:|---:|---:|---|")
+        print(f"| `nlp.pipe` | - | - | {base:.1f} | {n / base:.0f} | yes |", flush=True)
+        for workers in (int(w) for w in args.workers.split(",")):
+            start = time.perf_counter()
+            ray.init(num_cpus=workers * args.threads, include_dashboard=False, log_to_driver=False)
+            ray.data.DataContext.get_current().enable_progress_bars = False
+            startup = time.perf_counter() - start
+            out = Path(tmp) / f"out{workers}"
+            start = time.perf_counter()
+            predict_jsonl_with_ray(
+                args.model, corpus, out, workers=workers, batch_size=args.batch_size, threads_per_worker=args.threads
+            )
+            took = time.perf_counter() - start
+            ray.shutdown()
+            same = [[tuple(s[:3]) for s in row["spans"]] for row in read_predictions(out)] == expected
+            print(f"| Ray Data | {workers} | {startup:.1f} | {took:.1f} | {n / took:.0f} | {same} |", flush=True)
 
 
 def parse_override(text: str) -> tuple[str, str, Any]:
@@ -1039,7 +1166,7 @@ def main(argv: list[str] | None = None) -> None:
 
     inf = sub.add_parser("infer", help="score one trained pipeline on gold tokens and time it")
     inf.add_argument("model", type=Path)
-    inf.add_argument("data", type=Path, help=".spacy DocBin with gold doc.spans['sc']")
+    inf.add_argument("data", type=Path, help=".spacy DocBin with gold doc.spans['sc'], or JSONL (tokens, entities)")
     inf.add_argument("--system", choices=sorted(TRAIN_F_KEY), required=True)
     inf.add_argument("--encoder", choices=sorted(ENCODERS), required=True)
     inf.add_argument("--batch-size", type=int, default=256)
@@ -1057,6 +1184,34 @@ def main(argv: list[str] | None = None) -> None:
     raw.add_argument("--batch-size", type=int, default=64)
     raw.add_argument("--output", type=Path)
     raw.set_defaults(func=raw_command)
+
+    mem = sub.add_parser("memory", help="RSS of one pipeline while it processes many docs")
+    mem.add_argument("model", type=Path)
+    mem.add_argument("data", type=Path, help=".spacy DocBin or JSONL with gold tokens, cycled to --n-docs")
+    mem.add_argument("--n-docs", type=int, default=10000)
+    mem.add_argument("--every", type=int, default=1000, help="print the RSS after every this many docs")
+    mem.add_argument("--batch-size", type=int, default=64)
+    mem.add_argument("--threads", type=int, default=1)
+    mem.add_argument("--gpu-id", type=int, default=-1)
+    mem.set_defaults(func=memory_command)
+
+    lab = sub.add_parser("labels", help="piqn and spancat update time and speed with 5 to 1,000 entity types")
+    lab.add_argument("data", type=Path, help=".spacy DocBin or JSONL with gold tokens and spans (e.g. GENIA train)")
+    lab.add_argument("--labels", default="5,100,1000", help="numbers of synthetic entity types")
+    lab.add_argument("--docs", type=int, default=400, help="the first this many non-empty docs")
+    lab.add_argument("--threads", type=int, default=1)
+    lab.add_argument("--batch-size", type=int, default=256, help="inference batch size")
+    lab.add_argument("--repeats", type=int, default=2, help="timed inference passes, best counts")
+    lab.set_defaults(func=labels_command)
+
+    ray_ = sub.add_parser("ray", help="one pipeline over a corpus: nlp.pipe against Ray Data (needs the [ray] extra)")
+    ray_.add_argument("model", type=Path)
+    ray_.add_argument("data", type=Path, help=".spacy DocBin or JSONL with gold tokens")
+    ray_.add_argument("--docs", type=int, default=8000, help="the first this many non-empty docs")
+    ray_.add_argument("--workers", default="1,2", help="comma-separated worker counts, one Ray run each")
+    ray_.add_argument("--batch-size", type=int, default=64)
+    ray_.add_argument("--threads", type=int, default=1, help="torch threads of nlp.pipe and of each worker")
+    ray_.set_defaults(func=ray_command)
 
     args = parser.parse_args(argv)
     args.func(args)
