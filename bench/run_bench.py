@@ -111,7 +111,7 @@ MODES = {
     ),
     # Full train -> full dev under equal wall-clock budgets (the ones RESULTS.md reports): tok2vec 20 min (the
     # 6,000 steps of configs/piqn_tok2vec.cfg only bind on a fast machine), minilm 70 min or 1,500 steps (the
-    # transformer's learning-rate schedule ends there). On this 2-core CPU the time limit binds for PIQN.
+    # transformer's learning-rate schedule ends there). On a 2-core CPU the time limit binds for PIQN.
     "full": Mode(
         n_train=0,
         n_dev=0,
