@@ -1096,7 +1096,7 @@ def ray_command(args: argparse.Namespace) -> None:
 
 
 def parse_override(text: str) -> tuple[str, str, Any]:
-    """ "piqn_qt:components.piqn.model.head_lr_scale=1" -> ("piqn_qt", "components.piqn.model.head_lr_scale", 1)."""
+    """ "piqn_qt:components.piqn.model.head.lr_scale=1" -> ("piqn_qt", "components.piqn.model.head.lr_scale", 1)."""
     try:
         target, rest = text.split(":", 1)
         dotted, value = rest.split("=", 1)
@@ -1160,7 +1160,7 @@ def main(argv: list[str] | None = None) -> None:
         action="append",
         default=[],
         metavar="SYSTEM:SECTION.KEY=JSON",
-        help="change one config value of one system, e.g. piqn_qt:components.piqn.model.head_lr_scale=1",
+        help="change one config value of one system, e.g. piqn_qt:components.piqn.model.head.lr_scale=1",
     )
     run.add_argument("--runs-dir", type=Path, default=RUNS, help="where each run keeps its config, logs and models")
     run.add_argument("--results", type=Path, default=BENCH / "results.jsonl")

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Each issue-13 switch alone on top of the paper model (configs/piqn_paper.cfg), the default and stock spancat,
+# Each switch between the paper's head and the default alone on top of the paper model (configs/piqn_paper.cfg),
+# the default and stock spancat,
 # all trained at the same time, one `run_bench.py run` per row and seed (GENIA, tok2vec, full data).
 #
 #   bench/switch_ablation.sh RUNS_DIR [more run_bench.py run options]
@@ -8,11 +9,12 @@
 #   all at once; on a small machine JOBS=2 keeps memory bounded and finishes rows one after the other); the
 #   options go to every run, e.g.
 #   bench/switch_ablation.sh /tmp/abl --gpu-id 0 --data-dir DATA --max-steps 1000 --wall-s 330 --grace-s 120
+#   (the stored curves in bench/switch_ablation_*.jsonl counted wall time: add --clock wall to repeat them)
 #
 # Every row starts from configs/piqn_tok2vec.cfg (the harness's `piqn`): PAPER holds the --set values that make
 # it the paper config; a row drops the values of its one switch. Rows with the default's schedule keep its decay
 # over 6,000 updates, whatever --max-steps says, so their first updates match the 20-minute runs'.
-# The merge row trains exactly as the paper row (the switch is decoding only); dn is the default plus denoising queries.
+# The merge row trains exactly as the paper row (the switch is decoding only).
 # Each run writes RUNS_DIR/NAME.log and RUNS_DIR/NAME/.../train_log.jsonl (dev F at every evaluation).
 set -u
 runs=${1:?usage: switch_ablation.sh RUNS_DIR [run_bench.py run options]}
@@ -20,12 +22,12 @@ shift
 here=$(cd "$(dirname "$0")" && pwd)
 s=piqn
 optim="--set $s:training.optimizer.use_averages=false --set $s:training.optimizer.learn_rate=0.001"
-size="--set $s:components.piqn.n_slots=30 --set $s:components.piqn.model.hidden_width=256"
-size+=" --set $s:components.piqn.model.n_queries=60 --set $s:components.piqn.model.n_layers=3"
-size+=" --set $s:components.piqn.model.dropout=0.1"
-pointer="--set $s:components.piqn.model.pointer=\"sigmoid\""
-anchor="--set $s:components.piqn.model.anchor_strength=0.0"
-fusion="--set $s:components.piqn.model.pointer_fusion=\"additive\""
+size="--set $s:components.piqn.n_slots=30 --set $s:components.piqn.model.head.hidden_width=256"
+size+=" --set $s:components.piqn.model.head.n_queries=60 --set $s:components.piqn.model.head.n_layers=3"
+size+=" --set $s:components.piqn.model.head.dropout=0.1"
+pointer="--set $s:components.piqn.model.head.pointer=\"sigmoid\""
+anchor="--set $s:components.piqn.model.head.anchor_strength=0.0"
+fusion="--set $s:components.piqn.model.head.pointer_fusion=\"additive\""
 cls="--set $s:components.piqn.loss_class_weight=2.0"
 merge="--set $s:components.piqn.merge_nested_duplicates=false"
 sched="--set $s:training.optimizer.learn_rate.total_steps=6000"
@@ -39,7 +41,6 @@ declare -A rows=(
     [optim]="$sched $size $pointer $anchor $fusion $cls $merge"
     [small]="$optim $pointer $anchor $fusion $cls $merge"
     [default]="$sched"
-    [dn]="$sched --set $s:components.piqn.model.denoising=true"
 )
 mkdir -p "$runs"
 run() {

@@ -10,7 +10,7 @@ import importlib
 import sys
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 __all__ = ["PIQN", "make_piqn", "register", "__version__"]
 
 # The modules whose import registers spacy-piqn's names with spaCy's registries (decorators), in setup.cfg's order.

@@ -48,7 +48,8 @@ def build_piqn_head(
     hidden_width (int): width of the BiLSTM output, the word-level layers and the heads.
     n_queries (int): M, the instance queries per window: the most entities one window can hold.
         With a query-carrying encoder it must equal the encoder's n_queries.
-    n_layers (int): L, the word-level one-way transformer layers (each trains its own heads).
+    n_layers (int): L, the word-level one-way transformer layers (training puts the loss on every layer's output;
+        the pointer and classifier are shared).
     n_heads (int): attention heads of the word-level layers and the classifier.
     pointer (str): "softmax": each query's left and right boundary is a distribution over the
         window's words, trained with cross-entropy; "sigmoid": an independent probability per
@@ -130,7 +131,7 @@ def build_query_transformer_model(
 ) -> Model[Tuple[List[Doc], List[Window]], List[Tuple[Floats2d, Floats2d]]]:
     """PIQN's own encoder: M instance queries ride through a pretrained BERT, RoBERTa or
     ELECTRA next to the words, with one-way attention (words never see the queries, so word
-    vectors are the plain transformer's). Takes (docs, windows); gives per window the word
+    vectors are the plain transformer's, unless ``one_way = false``). Takes (docs, windows); gives per window the word
     vectors (max over each token's subwords) and the M query states.
 
     name (str): the transformer, loaded at initialize (a saved pipeline carries its config,
@@ -148,7 +149,7 @@ def build_query_transformer_model(
         window these are the neighbouring sentences, as in PIQN.
     max_length (int): the longest subword sequence, special tokens included (capped at the
         model's own limit). Context is trimmed to fit; window words are never dropped, so the
-        windows (``spacy-piqn.token_windows.v1`` size) must stay under max_length - 2
+        windows (``spacy-piqn.token_windows.v2`` size) must stay under max_length - 2
         subwords: 128 tokens is safe for 512 unless the text splits into many subwords. A
         window that does not fit raises an error naming its doc and tokens.
     mixed_precision (bool): autocast the transformer on CUDA (ignored on CPU).

@@ -73,7 +73,7 @@ class Errors:
     )
     E022 = (
         "[E022] spacy-piqn.QueryTransformer.v1 runs PIQN's queries inside BERT, RoBERTa and ELECTRA "
-        "encoders; {name!r} is a {model_type!r} model. Pick one of those, or use spacy-piqn.PIQN.v1 "
+        "encoders; {name!r} is a {model_type!r} model. Pick one of those, or use spacy-piqn.PIQN.v2 "
         "with a spacy-transformers tok2vec (TransformerListener.v1 or Tok2VecTransformer.v3), which "
         "takes any transformer."
     )
@@ -84,7 +84,7 @@ class Errors:
         "[E026] QueryTransformer: Doc {doc} of the batch, tokens {start}-{end}: this window's "
         "{n_tokens} tokens make {n_subwords} subwords, but the transformer takes at most {limit} "
         "(max_length {max_length} minus 2 special tokens), and window words are never dropped. Use "
-        "smaller windows: lower [components.piqn.model.windows] size (spacy-piqn.token_windows.v1) so "
+        "smaller windows: lower [components.piqn.model.windows] size (spacy-piqn.token_windows.v2) so "
         "that every window stays under max_length subwords."
     )
 
@@ -143,9 +143,10 @@ class Errors:
     )
     # pipeline.py (loading), architectures.py, settings.py, windows.py
     E051 = (
-        "[E051] The config of the piqn component '{name}' sets {given}, but its saved model was trained with "
-        "{saved}. These settings shape the weights (or what they learned), so they cannot change when a "
-        "pipeline is loaded; only {runtime} can. Drop them from the load-time config, or train a new model."
+        "[E051] The config of the piqn component '{name}' sets {given} in its {block} block, but its saved model "
+        "was trained with {saved}. These settings shape the weights (or what they learned), so they cannot change "
+        "when a pipeline is loaded; there only {runtime} can. Drop them from the load-time config, or train a new "
+        "model."
     )
     E052 = "[E052] {name} must be >= 0, got {value}."
     E053 = "[E053] {name} must be between 0 and 1, got {value}."
@@ -154,6 +155,11 @@ class Errors:
         "the head reads the encoder's query states, so set both to the same number."
     )
     E055 = "[E055] token_windows needs context >= 0 (words of context on each side), got {context}."
+    E057 = (
+        "[E057] spacy-piqn.PIQNQueryTransformer.v2 reads context inside its encoder (QueryTransformer.v1 "
+        "context_words), so its windows take no context of their own: set [components.piqn.model.windows] "
+        "context = 0."
+    )
     E056 = (
         "[E056] The weights of the piqn component '{name}' loaded from {path} hold NaN or infinite values "
         "({n_bad} of {n_params} parameters: {examples}); every prediction would be empty. The file is "

@@ -289,7 +289,7 @@ class PIQN(TrainablePipe):
         self._validate_serialization_attrs()
         data: Dict[str, bytes] = {}
         deserialize = {
-            "cfg": lambda b: self.cfg.update(srsly.json_loads(b)),
+            "cfg": lambda b: self._load_cfg(srsly.json_loads(b)),
             "vocab": lambda b: self.vocab.from_bytes(b, exclude=exclude),
             "model": lambda b: data.update(model=b),
         }
@@ -310,51 +310,67 @@ class PIQN(TrainablePipe):
             self._load_weights(data, p)
 
         deserialize = {
-            "cfg": lambda p: self.cfg.update(srsly.read_json(p)),
+            "cfg": lambda p: self._load_cfg(srsly.read_json(p)),
             "vocab": lambda p: self.vocab.from_disk(p, exclude=exclude),
             "model": load_model,
         }
         util.from_disk(path, deserialize, exclude)
         return self
 
+    def _load_cfg(self, saved: Dict[str, Any]) -> None:
+        """The saved settings this version knows (a setting a later version removed is left out)."""
+        self.cfg.update({key: value for key, value in saved.items() if key in self.cfg})
+
     def _load_weights(self, data: bytes, path: Any) -> None:
         load_weights(self.model, data, self.cfg, self.name, path)
 
 
 def load_weights(model: Model, data: bytes, cfg: Dict[str, Any], name: str, path: Any) -> None:
-    """The saved weights into a model built from the (load-time) config: the head is sized from the
-    component's cfg first. Settings that shape the weights must agree with the saved ones (E051); run-time
-    ones come from the config, although thinc restores every layer's saved attrs; the weights must be finite."""
+    """The saved weights into a model built from the (load-time) config: the head is sized from the component's cfg
+    first. Settings that shape the weights must agree with the saved ones (E051); thinc restores a layer's saved
+    attrs, so the config's run-time settings are put back afterwards; the weights must be finite (E056)."""
+    from .layers.query_transformer import RUNTIME_ATTRS, STRUCTURAL_ARGS
+
     head = model.get_ref("head")
     try:
         saved = saved_head_settings(data)
     except Exception as err:  # msgpack errors all mean a bad file
         reason = f"{type(err).__name__}: {err}"
         raise ValueError(Errors.E005.format(name=name, path=path, reason=reason)) from None
-    check_same_structure(name, head_settings(head).to_dict(), saved)
+    config = head_settings(head).to_dict()
+    # With a query-carrying encoder the head's query content comes from it: common_embedding does nothing.
+    keys = [k for k in STRUCTURAL if not (k == "common_embedding" and head.attrs["encoder_queries"])]
+    check_same_structure(name, config, saved, keys, "model.head", RUNTIME)
     if not head.layers and cfg.get("nI") is not None:
         if not head.has_dim("nI"):
             head.set_dim("nI", cfg["nI"])
         head.set_dim("nO", len(cfg["labels"]) + 1)
         # The head alone: initializing the whole model could reach for a transformer's original weights.
         head.initialize()
-    config_attrs = [(node, dict(node.attrs)) for node in model.walk()]
+    head_runtime = {"lr_scale": head.attrs["lr_scale"], "mixed_precision": head.attrs["mixed_precision"]}
+    encoders = [(node, dict(node.attrs)) for node in model.walk() if node.name == "query_transformer"]
     try:
         model.from_bytes(data)
     except Exception as err:  # msgpack, safetensors and shape errors all mean a bad file
         reason = f"{type(err).__name__}: {err}"
         raise ValueError(Errors.E005.format(name=name, path=path, reason=reason)) from None
-    for node, attrs in config_attrs:
-        for shim in node.shims:
-            # A query-carrying encoder was rebuilt from its saved arguments.
-            saved_args = getattr(shim, "encoder_args", None) or {}
-            check_same_structure(name, attrs, saved_args, keys=saved_args)
-        node.attrs.update(attrs)
+    head.attrs["settings"] = {**head.attrs["settings"], **{k: config[k] for k in RUNTIME}}
+    head.attrs.update(head_runtime)
+    for node, attrs in encoders:
+        # The encoder was rebuilt from its saved arguments (an argument it lacks had its default).
+        saved_args = {**STRUCTURAL_ARGS, **node.shims[0].encoder_args}
+        check_same_structure(name, attrs, saved_args, STRUCTURAL_ARGS, "model.encoder", RUNTIME_ATTRS)
+        node.attrs.update({k: attrs[k] for k in RUNTIME_ATTRS})
     check_finite(model, name, path)
 
 
 def check_same_structure(
-    name: str, config: Dict[str, Any], saved: Optional[Dict[str, Any]], keys: Iterable[str] = STRUCTURAL
+    name: str,
+    config: Dict[str, Any],
+    saved: Optional[Dict[str, Any]],
+    keys: Iterable[str],
+    block: str,
+    runtime: Iterable[str],
 ) -> None:
     """E051 if the config's settings differ from the saved model's in a structural field (``keys``)."""
     if saved is None:
@@ -363,20 +379,20 @@ def check_same_structure(
     if differ:
         given = ", ".join(f"{key} = {config[key]!r}" for key in differ)
         was = ", ".join(f"{key} = {saved[key]!r}" for key in differ)
-        raise ValueError(Errors.E051.format(name=name, given=given, saved=was, runtime=", ".join(RUNTIME)))
+        raise ValueError(Errors.E051.format(name=name, given=given, block=block, saved=was, runtime=", ".join(runtime)))
 
 
 def trim_whitespace(doc: Doc, starts: np.ndarray, ends: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """Candidate spans without leading or trailing whitespace tokens (a span of whitespace only
-    ends up empty): spaCy keeps runs of spaces, newlines and tabs as tokens, and no entity
-    starts or ends with one."""
+    """Candidate spans without leading or trailing whitespace tokens (a span of whitespace only ends up empty):
+    spaCy keeps runs of spaces, newlines and tabs as tokens, and no entity starts or ends with one."""
     space = np.fromiter((token.is_space for token in doc), dtype=bool, count=len(doc))
     if not space.any():
         return starts, ends
-    starts, ends = starts.copy(), ends.copy()
-    for i in range(len(starts)):
-        while starts[i] < ends[i] and space[starts[i]]:
-            starts[i] += 1
-        while ends[i] > starts[i] and space[ends[i] - 1]:
-            ends[i] -= 1
-    return starts, ends
+    n = len(doc)
+    positions = np.arange(n)
+    # The first non-space token at or after each position (n if none), the last one at or before it (-1 if none).
+    after = np.minimum.accumulate(np.where(space, n, positions)[::-1])[::-1]
+    before = np.maximum.accumulate(np.where(space, -1, positions))
+    new_starts = after[starts]
+    new_ends = before[ends - 1] + 1
+    return new_starts, np.maximum(new_ends, new_starts)

@@ -159,3 +159,32 @@ def test_context_words_are_read_around_each_sentence(nested_examples):
     predicted = nlp(Doc(nlp.vocab, words=[t.text for t in doc]))
     assert all(0 <= s.start < s.end <= len(doc) for s in predicted.spans["sc"])
     assert len(predicted.spans["sc"].attrs["scores"]) == len(predicted.spans["sc"])
+
+
+def test_context_gradient_reaches_every_word_read_and_predictions_only_the_sentence(nested_examples):
+    """With context, the head reads words around a sentence (their vectors get a gradient) but predicts only on the
+    sentence: the gradient of the first window's pointer logits flows into its context words, and no predicted span
+    of a window lies outside its sentence."""
+    from spacy_piqn.layers.torch_head import HeadInput
+
+    nlp, _ = nested_examples
+    config = {
+        **TINY_PIQN,
+        "model": {**TINY_PIQN["model"], "windows": {"@misc": "spacy-piqn.token_windows.v2", "context": 3}},
+    }
+    piqn = nlp.add_pipe("piqn", config=config)
+    doc = _reference(nlp, [(t.split(), s) for t, s in NESTED_DATA], True)
+    nlp.initialize(lambda: [Example(Doc(nlp.vocab, words=[t.text for t in doc]), doc)])
+    head = piqn.model.get_ref("head")
+    windows = piqn.model.attrs["get_windows"]([doc])
+    second = windows[1]  # tokens 12-17, reading 9-20
+    vectors = np.random.default_rng(0).normal(size=(len(doc), head.get_dim("nI"))).astype("float32")
+    X = HeadInput([vectors[second.read_start : second.read_end]], np.asarray([[second.left_context, 5]]))
+    (left, right, classes), backprop = head(X, is_train=True)
+    assert left.shape[-1] == 5  # the 5 words of the sentence
+    d_left = np.zeros_like(left)
+    d_left[..., 0] = 1.0
+    grads = backprop((d_left, np.zeros_like(right), np.zeros_like(classes))).words[0]
+    assert grads.shape == (second.read_end - second.read_start, vectors.shape[1])
+    # The BiLSTM and the layers carry the gradient to the context words on both sides.
+    assert np.abs(grads[0]).sum() > 0 and np.abs(grads[-1]).sum() > 0

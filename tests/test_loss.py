@@ -154,3 +154,12 @@ def test_context_words_are_read_but_never_predicted_on():
     assert torch.allclose(no_context[0], alone[0]) and torch.allclose(no_context[2], alone[2])
     # Probabilities at prediction: each query's boundaries are a distribution over the 4 words.
     assert torch.allclose(read[0].sum(-1), torch.ones(1, 1, 4))
+
+
+def test_predicted_words_index_the_window_after_its_left_context():
+    from spacy_piqn.torch_modules.head import predicted_words
+
+    mask = torch.tensor([[True] * 9, [True] * 2 + [False] * 7])
+    index, target_mask = predicted_words(torch.tensor([[3, 4], [0, 2]]), mask)
+    assert index.tolist() == [[3, 4, 5, 6], [0, 1, 0, 0]]
+    assert target_mask.tolist() == [[True] * 4, [True, True, False, False]]

@@ -140,7 +140,7 @@ def test_package_requires_spacy_piqn(packaged):
     """spaCy adds the distribution of every registered function the pipeline uses, so spacy-piqn is required."""
     _, package_dir, sdist = packaged
     meta = srsly.read_json(package_dir / "meta.json")
-    assert "spacy-piqn>=0.1.0,<0.2.0" in meta["requirements"]
+    assert "spacy-piqn>=0.2.0,<0.3.0" in meta["requirements"]
     assert any(requirement.startswith("spacy>=") for requirement in meta["requirements"])
     with tarfile.open(sdist) as archive:
         names = archive.getnames()

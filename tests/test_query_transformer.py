@@ -533,3 +533,41 @@ def test_load_time_config_cannot_change_the_encoders_structure(tiny_bert, tmp_pa
         tmp_path / "pipeline", config={"components": {"piqn": {"model": {"encoder": {"context_words": 3}}}}}
     )
     assert loaded.get_pipe("piqn").model.get_ref("encoder").attrs["context_words"] == 3
+
+
+def test_windows_with_context_are_refused_by_the_query_transformer(tiny_bert):
+    config = piqn_config(tiny_bert)
+    config["model"]["windows"]["context"] = 4
+    nlp = spacy.blank("en")
+    nlp.add_pipe("piqn", config=config)
+    examples = make_examples(nlp, DATA)
+    nlp.initialize(lambda: examples)
+    with pytest.raises(ValueError, match="E057"):
+        nlp("IL-2 binds receptors . T cells grow .")
+
+
+def test_an_embedded_transformer_keeps_its_saved_state_when_the_pipeline_loads(tiny_bert, tmp_path):
+    """Loading restores only the config's run-time settings over the saved attrs: a spacy-transformers encoder
+    inside the piqn model still knows it holds its transformer, and predicts as before."""
+    fix_random_seed(0)
+    nlp = spacy.blank("en")
+    tok2vec = {
+        "@architectures": "spacy-transformers.Tok2VecTransformer.v3",
+        "name": str(tiny_bert),
+        "tokenizer_config": {"use_fast": True},
+        "get_spans": {"@span_getters": "spacy-transformers.strided_spans.v1", "window": 32, "stride": 24},
+        "pooling": {"@layers": "reduce_mean.v1"},
+        "grad_factor": 1.0,
+    }
+    head = {"@architectures": "spacy-piqn.PIQNHead.v1", "hidden_width": 32, "n_queries": 8, "n_heads": 4}
+    nlp.add_pipe("piqn", config={"model": {"tok2vec": tok2vec, "head": head}, "n_slots": 4})
+    examples = make_examples(nlp, DATA)
+    optimizer = nlp.initialize(lambda: examples)
+    nlp.update(examples, sgd=optimizer)
+    expected = predictions(nlp, TEXTS)
+    nlp.to_disk(tmp_path / "pipeline")
+    loaded = spacy.load(tmp_path / "pipeline")
+    transformer = next(n for n in loaded.get_pipe("piqn").model.walk() if "has_transformer" in n.attrs)
+    assert transformer.attrs["has_transformer"] is True
+    got = predictions(loaded, TEXTS)
+    assert [[p[:3] for p in doc] for doc in got] == [[p[:3] for p in doc] for doc in expected]

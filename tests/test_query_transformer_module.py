@@ -389,3 +389,13 @@ def test_unsupported_models_are_named():
     gpt2 = GPT2Model(GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=50, n_positions=64))
     with pytest.raises(ValueError, match="BertModel, RobertaModel, ElectraModel"):
         QueryTransformer(gpt2, 4)
+
+
+def test_frozen_two_way_words_still_carry_the_gradient_to_the_queries(bert_tokenizer):
+    encoder = make_encoder(tiny_model("bert", len(bert_tokenizer)), one_way=False)
+    encoder.freeze_transformer = True
+    batch = encode_windows(bert_tokenizer, windows_for_tests(), 64, segment_ids=True)
+    words, _ = encode(encoder, batch)
+    words.sum().backward()
+    assert encoder.query_content.grad is not None and encoder.query_content.grad.abs().sum() > 0
+    assert all(p.grad is None for p in encoder.transformer.parameters())

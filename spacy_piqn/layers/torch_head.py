@@ -220,7 +220,7 @@ def convert_inputs(model: Model, X: InT, is_train: bool) -> Tuple[ArgsKwargs, Ca
 
     words = [xp2torch(x, requires_grad=is_train) for x in X.words]
     queries = None if X.queries is None else [xp2torch(q, requires_grad=is_train) for q in X.queries]
-    spans = None if X.spans is None else torch.as_tensor(model.ops.to_numpy(X.spans)).long()
+    spans = None if X.spans is None else torch.as_tensor(X.spans)
 
     def grad(g: Any, x: Floats2d) -> Floats2d:
         return torch2xp(g) if g is not None else model.ops.alloc2f(*x.shape)

@@ -3,9 +3,10 @@ BERT / RoBERTa / ELECTRA next to the words (the paper's §3.2 "Encoder").
 
 Every layer sees [words ; queries] with one-way self-attention: words never attend to queries,
 so the word stream is exactly the plain model's, and queries attend to the words and
-(optionally) to each other. Queries share every pretrained weight with the words. Because the
-words→queries block is always masked, it is never computed: the word rows are an ordinary
-T×T attention and the query rows an M×(T+M) one.
+(optionally) to each other. Queries share every pretrained weight with the words. The masked
+words→queries block is never computed: the word rows are an ordinary T×T attention and the query
+rows an M×(T+M) one. (``one_way=False``, the paper's ablation, lets the words attend to the
+queries as well.)
 """
 
 from contextlib import nullcontext
@@ -39,10 +40,10 @@ class QueryTransformer(nn.Module):
         SA" ablation: "the original BERT" over words and queries).
 
     ``freeze_transformer`` (attribute, default False): the pretrained weights get no gradient.
-    The word stream then runs under ``torch.no_grad()`` since it cannot depend on anything
-    trainable, and the query stream uses detached copies of the pretrained weights, so
-    gradients still reach the query embeddings through the frozen layers. Dropout
-    inside the transformer still follows ``train()`` / ``eval()``.
+    The query stream uses detached copies of the pretrained weights, so gradients still reach the
+    query embeddings through the frozen layers; with one-way attention the word stream cannot
+    depend on anything trainable and runs under ``torch.no_grad()``, without it the word stream
+    uses detached weights too. Dropout inside the transformer still follows ``train()`` / ``eval()``.
     """
 
     def __init__(
@@ -201,16 +202,24 @@ class QueryTransformer(nn.Module):
         query_q = split(run(attention.query, positioned))
         if self.query_interaction or not self.one_way:
             key_q, value_q = split(run(attention.key, positioned)), split(run(attention.value, queries))
-        with torch.no_grad() if frozen else nullcontext():
-            key_w, value_w = split(attention.key(words)), split(attention.value(words))
+        # Frozen one-way words depend on nothing trainable; two-way words depend on the queries.
+        no_graph = frozen and self.one_way
+        word_run = _call if no_graph else run
+        with torch.no_grad() if no_graph else nullcontext():
+            key_w, value_w = split(word_run(attention.key, words)), split(word_run(attention.value, words))
             keys, values = key_w, value_w
             if not self.one_way:
                 keys, values = torch.cat([key_w, key_q], dim=2), torch.cat([value_w, value_q], dim=2)
             context = F.scaled_dot_product_attention(
-                split(attention.query(words)), keys, values, attn_mask=word_mask, dropout_p=dropout, scale=scale
+                split(word_run(attention.query, words)),
+                keys,
+                values,
+                attn_mask=word_mask,
+                dropout_p=dropout,
+                scale=scale,
             )
-            hidden = layer.attention.output(merge(context), words)
-            new_words = layer.output(layer.intermediate(hidden), hidden)
+            hidden = word_run(layer.attention.output, merge(context), words)
+            new_words = word_run(layer.output, word_run(layer.intermediate, hidden), hidden)
 
         keys, values = key_w, value_w
         if self.query_interaction:
