@@ -16,7 +16,7 @@ from spacy.util import registry
 
 @registry.readers("spacy-piqn.Corpus.v1")
 def create_gold_token_corpus(
-    path: Union[str, Path], gold_tokens: bool = True, limit: int = 0, shuffle: bool = False
+    path: Union[str, Path], gold_tokens: bool = True, limit: int = 0, shuffle: bool = False, sent_starts: bool = False
 ) -> Callable[[Language], Iterator[Example]]:
     """Examples from a DocBin (file or directory).
 
@@ -24,6 +24,9 @@ def create_gold_token_corpus(
     gold_tokens (bool): predicted docs use the reference's tokens (else the nlp tokenizer).
     limit (int): read at most this many docs (0: all).
     shuffle (bool): shuffle the docs each time the corpus is read (training).
+    sent_starts (bool): predicted docs get the reference's sentence boundaries (with gold tokens), so that piqn
+        trains on the gold sentences while a sentence splitter in the pipeline (e.g. a ``senter`` trained with
+        it) sets them at prediction. False: predicted docs carry no sentence boundaries, as raw text.
     """
     corpus = Corpus(path, limit=limit, shuffle=shuffle, gold_preproc=False, max_length=0)
 
@@ -33,7 +36,10 @@ def create_gold_token_corpus(
                 ref = eg.reference
                 words = [t.text for t in ref]
                 spaces = [bool(t.whitespace_) for t in ref]
-                yield Example(Doc(nlp.vocab, words=words, spaces=spaces), ref)
+                starts = (
+                    [bool(t.is_sent_start) for t in ref] if sent_starts and ref.has_annotation("SENT_START") else None
+                )
+                yield Example(Doc(nlp.vocab, words=words, spaces=spaces, sent_starts=starts), ref)
             else:
                 yield eg
 
