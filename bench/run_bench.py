@@ -137,6 +137,8 @@ ENCODERS = {
     "tok2vec": Encoder(
         configs={
             "piqn": REPO / "configs" / "piqn_tok2vec.cfg",
+            # The same with a senter trained next to it (the sentences piqn reads at prediction).
+            "piqn_senter": REPO / "configs" / "piqn_tok2vec_senter.cfg",
             "spancat": BENCH / "configs" / "spancat_tok2vec.cfg",
             "spancat_tuned": BENCH / "configs" / "spancat_tok2vec_tuned.cfg",
             "ner": BENCH / "configs" / "ner_tok2vec.cfg",
@@ -181,6 +183,7 @@ DATASETS = {
 TRAIN_F_KEY = {
     "piqn": "spans_sc_f",
     "piqn_qt": "spans_sc_f",
+    "piqn_senter": "spans_sc_f",
     "spancat": "spans_sc_f",
     "spancat_tuned": "spans_sc_f",
     "ner": "ents_f",
@@ -188,7 +191,7 @@ TRAIN_F_KEY = {
 }
 # Baselines with PIQN's optimizer setting (warm-up, decay to half the peak, weight averages), next to the stock ones.
 TUNED = {"spancat": "spancat_tuned", "ner": "ner_tuned"}
-PIQN_SYSTEMS = ("piqn", "piqn_qt")
+PIQN_SYSTEMS = ("piqn", "piqn_qt", "piqn_senter")
 # PIQN freezes BERT for 5 of its 50 GENIA epochs; a budgeted run freezes the same share of its max_steps.
 FREEZE_SHARE = 0.1
 
