@@ -821,7 +821,8 @@ def run_command(args: argparse.Namespace) -> None:
                     wall_s=args.wall_s if args.wall_s is not None else budget.wall_s,
                     eval_frequency=args.eval_frequency if args.eval_frequency is not None else budget.eval_frequency,
                 )
-            systems = [s for s in (*PIQN_SYSTEMS, baseline, TUNED[baseline]) if s in ENCODERS[encoder].configs]
+            # piqn_senter only when asked for (--systems): it needs one Doc per document.
+            systems = [s for s in ("piqn", "piqn_qt", baseline, TUNED[baseline]) if s in ENCODERS[encoder].configs]
             if args.systems:
                 systems = [s for s in systems if s in args.systems.split(",")]
 
