@@ -46,13 +46,17 @@ def test_ci_runs_the_readme_commands_in_a_new_virtualenv():
     assert "-eq 5" in script  # pytest's "no tests collected" fails the job too
 
 
-def test_ci_then_runs_the_packaged_pipeline_install_test():
-    """After the README's test command, CI runs the one slow test that installs a packaged pipeline from scratch."""
+def test_ci_then_runs_the_slow_tests_it_names_and_the_ray_step():
+    """After the README's test command, CI runs the slow tests it names (each exists and is marked slow), then the
+    Ray tests with the [ray] extra, which may not skip there."""
     script = (REPO / ".ci" / "run").read_text(encoding="utf-8")
-    match = re.search(r'SLOW="python -m pytest -q -m slow -k (\w+) (tests/\w+\.py)"\n(.*\n)*eval "\$SLOW"', script)
-    assert match and script.index('eval "$TEST"') < script.index('eval "$SLOW"')
-    name, path = match.group(1), match.group(2)
-    assert f"@pytest.mark.slow\ndef {name}(" in (REPO / path).read_text(encoding="utf-8")
+    match = re.search(r'SLOW="python -m pytest -q -m slow ([^"]+)"\n(.*\n)*eval "\$SLOW"', script)
+    assert match and script.index('eval "$TEST"') < script.index('eval "$SLOW"') < script.index('eval "$RAY"')
+    for target in match.group(1).split():
+        path, _, name = target.partition("::")
+        text = (REPO / path).read_text(encoding="utf-8")
+        assert "@pytest.mark.slow" in text and (not name or f"@pytest.mark.slow\ndef {name}(" in text), target
+    assert "SPACY_PIQN_REQUIRE_RAY=1" in script and ".[ray]" in script
 
 
 def test_readme_main_job_runs_from_a_clone():
