@@ -385,7 +385,7 @@ def check_same_structure(
 def trim_whitespace(doc: Doc, starts: np.ndarray, ends: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """Candidate spans without leading or trailing whitespace tokens (a span of whitespace only ends up empty):
     spaCy keeps runs of spaces, newlines and tabs as tokens, and no entity starts or ends with one."""
-    space = np.fromiter((token.is_space for token in doc), dtype=bool, count=len(doc))
+    space = doc.to_array("IS_SPACE").astype(bool)
     if not space.any():
         return starts, ends
     n = len(doc)
