@@ -21,7 +21,9 @@ def create_gold_token_corpus(
     """Examples from a DocBin (file or directory).
 
     path (Path): the ``.spacy`` file(s).
-    gold_tokens (bool): predicted docs use the reference's tokens (else the nlp tokenizer).
+    gold_tokens (bool): predicted docs use the reference's tokens; False: the pipeline's tokenizer re-tokenizes
+        the reference's text (spaCy's own reader keeps the tokens of docs whose spaces are unknown, as those from
+        ``python -m spacy_piqn convert``), so a model learns the tokens ``nlp(text)`` will give it.
     limit (int): read at most this many docs (0: all).
     shuffle (bool): shuffle the docs each time the corpus is read (training).
     sent_starts (bool): predicted docs get the reference's sentence boundaries (with gold tokens), so that piqn
@@ -41,6 +43,6 @@ def create_gold_token_corpus(
                 )
                 yield Example(Doc(nlp.vocab, words=words, spaces=spaces, sent_starts=starts), ref)
             else:
-                yield eg
+                yield Example(nlp.make_doc(eg.reference.text), eg.reference)
 
     return read

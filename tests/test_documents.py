@@ -188,3 +188,18 @@ def test_context_gradient_reaches_every_word_read_and_predictions_only_the_sente
     assert grads.shape == (second.read_end - second.read_start, vectors.shape[1])
     # The BiLSTM and the layers carry the gradient to the context words on both sides.
     assert np.abs(grads[0]).sum() > 0 and np.abs(grads[-1]).sum() > 0
+
+
+def test_corpus_reader_tokens_and_sentence_starts(tmp_path):
+    """gold_tokens=False re-tokenizes converted docs (whose spaces are unknown) with the pipeline's tokenizer;
+    sent_starts=True gives the predicted docs the reference's sentence boundaries, False none."""
+    nlp = spacy.blank("en")
+    doc = _reference(nlp, [("NF-kappa B binds .".split(), [(0, 2, "protein")]), ("It works .".split(), [])], True)
+    DocBin(docs=[doc]).to_disk(tmp_path / "d.spacy")
+    (retokenized,) = create_gold_token_corpus(tmp_path / "d.spacy", gold_tokens=False)(nlp)
+    assert [t.text for t in retokenized.predicted][:3] == ["NF", "-", "kappa"]
+    assert [(s.start, s.end) for s in retokenized.get_aligned_spans_y2x(retokenized.reference.spans["sc"])] == [(0, 4)]
+    (with_starts,) = create_gold_token_corpus(tmp_path / "d.spacy", sent_starts=True)(nlp)
+    assert [s.start for s in with_starts.predicted.sents] == [0, 4]
+    (without,) = create_gold_token_corpus(tmp_path / "d.spacy")(nlp)
+    assert not without.predicted.has_annotation("SENT_START")
