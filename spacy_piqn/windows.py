@@ -2,10 +2,9 @@
 entities than queries are covered whole (the official code drops docs over 512 subwords).
 
 PIQN learns one sentence per window (the official code reads one sentence at a time, with its
-neighbours as context), so windows follow sentences: the doc's own boundaries when a component
-before this one set them (``sentencizer``, ``senter``, ``parser``), else those that spaCy's
-``sentencizer`` rule finds. A window may carry context: words around it that the head reads but
-never predicts on.
+neighbours as context), so windows follow sentences: those that spaCy's ``sentencizer`` rule finds,
+and those a component before this one set (``senter``, ``parser``, ``sentencizer``). A window may
+carry context: words around it that the head reads but never predicts on.
 """
 
 import logging
@@ -53,12 +52,15 @@ def split_range(start: int, end: int, size: int, stride: int) -> List[Tuple[int,
 
 
 def sentence_stretches(doc: Doc, rule: Sentencizer) -> List[Tuple[int, int]]:
-    """(start, end) of each sentence: the doc's own sentence boundaries where it has them, else the
-    ones spaCy's ``sentencizer`` punctuation rule finds (the doc itself is not changed)."""
+    """(start, end) of each sentence: those of spaCy's ``sentencizer`` punctuation rule, plus the doc's own
+    boundaries where a component set them (the doc itself is not changed). The rule's boundaries are kept
+    alongside a component's so that one which finds too few (e.g. a ``senter`` trained on one sentence per Doc)
+    never leaves whole paragraphs in one window."""
+    starts = {i for i, is_start in enumerate(rule.predict([doc])[0]) if is_start}
     if doc.has_annotation("SENT_START"):
-        return [(sent.start, sent.end) for sent in doc.sents]
-    starts = [i for i, is_start in enumerate(rule.predict([doc])[0]) if is_start]
-    return list(zip(starts, starts[1:] + [len(doc)]))
+        starts.update(sent.start for sent in doc.sents)
+    ordered = sorted(starts)
+    return list(zip(ordered, ordered[1:] + [len(doc)]))
 
 
 def _check_sizes(size: int, stride: int) -> None:
@@ -70,9 +72,9 @@ def _check_sizes(size: int, stride: int) -> None:
 def configure_token_windows(size: int = 128, stride: int = 96, context: int = 0) -> GetWindows:
     """One window per sentence (a longer sentence is cut into windows of at most ``size`` tokens).
 
-    Sentences are the doc's own (set by a ``sentencizer``, ``senter`` or ``parser`` before the
-    component) or, where a doc has none, those of spaCy's ``sentencizer`` rule, so that raw text
-    (``nlp(abstract)``) is read as the model was trained. Entities that cross a sentence boundary
+    Sentences end where spaCy's ``sentencizer`` rule ends them and where a component before this one
+    (``senter``, ``parser``, ``sentencizer``) set a boundary, so that raw text (``nlp(abstract)``) is
+    read as the model was trained. Entities that cross a sentence boundary
     cannot be predicted; training logs how many gold spans that leaves out.
 
     size (int): the longest window, in tokens.

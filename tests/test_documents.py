@@ -203,3 +203,17 @@ def test_corpus_reader_tokens_and_sentence_starts(tmp_path):
     assert [s.start for s in with_starts.predicted.sents] == [0, 4]
     (without,) = create_gold_token_corpus(tmp_path / "d.spacy")(nlp)
     assert not without.predicted.has_annotation("SENT_START")
+
+
+def test_windows_keep_the_rules_boundaries_next_to_a_components():
+    """A sentence splitter that finds too few boundaries (here: one sentence for the whole doc) does not put a
+    paragraph into one window: the sentencizer rule's boundaries stay; a component's extra boundary is kept too."""
+    from spacy_piqn.windows import configure_token_windows
+
+    nlp = spacy.blank("en")
+    words = "IL-2 binds . T cells grow fast with IL-4".split()
+    get_windows = configure_token_windows()
+    one_sentence = Doc(nlp.vocab, words=words, sent_starts=[True] + [False] * (len(words) - 1))
+    assert [(w.start, w.end) for w in get_windows([one_sentence])] == [(0, 3), (3, 9)]
+    extra = Doc(nlp.vocab, words=words, sent_starts=[True, False, False, True, False, False, True, False, False])
+    assert [(w.start, w.end) for w in get_windows([extra])] == [(0, 3), (3, 6), (6, 9)]
