@@ -137,8 +137,6 @@ ENCODERS = {
     "tok2vec": Encoder(
         configs={
             "piqn": REPO / "configs" / "piqn_tok2vec.cfg",
-            # The same with a senter trained next to it (the sentences piqn reads at prediction).
-            "piqn_senter": REPO / "configs" / "piqn_tok2vec_senter.cfg",
             "spancat": BENCH / "configs" / "spancat_tok2vec.cfg",
             "spancat_tuned": BENCH / "configs" / "spancat_tok2vec_tuned.cfg",
             "ner": BENCH / "configs" / "ner_tok2vec.cfg",
@@ -183,7 +181,6 @@ DATASETS = {
 TRAIN_F_KEY = {
     "piqn": "spans_sc_f",
     "piqn_qt": "spans_sc_f",
-    "piqn_senter": "spans_sc_f",
     "spancat": "spans_sc_f",
     "spancat_tuned": "spans_sc_f",
     "ner": "ents_f",
@@ -191,7 +188,7 @@ TRAIN_F_KEY = {
 }
 # Baselines with PIQN's optimizer setting (warm-up, decay to half the peak, weight averages), next to the stock ones.
 TUNED = {"spancat": "spancat_tuned", "ner": "ner_tuned"}
-PIQN_SYSTEMS = ("piqn", "piqn_qt", "piqn_senter")
+PIQN_SYSTEMS = ("piqn", "piqn_qt")
 # PIQN freezes BERT for 5 of its 50 GENIA epochs; a budgeted run freezes the same share of its max_steps.
 FREEZE_SHARE = 0.1
 
@@ -821,8 +818,7 @@ def run_command(args: argparse.Namespace) -> None:
                     wall_s=args.wall_s if args.wall_s is not None else budget.wall_s,
                     eval_frequency=args.eval_frequency if args.eval_frequency is not None else budget.eval_frequency,
                 )
-            # piqn_senter only when asked for (--systems): it needs one Doc per document.
-            systems = [s for s in ("piqn", "piqn_qt", baseline, TUNED[baseline]) if s in ENCODERS[encoder].configs]
+            systems = [s for s in (*PIQN_SYSTEMS, baseline, TUNED[baseline]) if s in ENCODERS[encoder].configs]
             if args.systems:
                 systems = [s for s in systems if s in args.systems.split(",")]
 
