@@ -865,7 +865,8 @@ def infer_command(args: argparse.Namespace) -> None:
 def raw_text_scores(model: Path, jsonl: Path, group: str, threads: int, batch_size: int) -> dict[str, Any]:
     """How a pipeline does on running text: strict P/R/F of the same gold sentences fed one per Doc, in
     multi-sentence Docs with and without sentence starts (gold tokens), and as plain text (``nlp(text)``, the
-    pipeline's own tokenizer; predictions scored where they align with the gold tokens). ``group``: "documents"
+    pipeline's own tokenizer; predictions scored where they align with the gold tokens), whole and one sentence
+    per text, which separates what the tokenizer costs from what running text costs. ``group``: "documents"
     (the doc-id file beside ``jsonl``) or a number of consecutive sentences per Doc."""
     from spacy.tokens import Doc, Span
     from spacy.training import Example
@@ -931,6 +932,7 @@ def raw_text_scores(model: Path, jsonl: Path, group: str, threads: int, batch_si
         "docs_with_sentence_starts": score(with_starts, [starts_only(d) for d in with_starts]),
         "docs_without_sentence_starts": score(with_starts, [tokens(d) for d in with_starts]),
         "plain_text": score(with_starts, [d.text for d in with_starts]),
+        "plain_text_one_sentence_per_doc": score(sentences, [d.text for d in sentences]),
     }
 
 
