@@ -26,9 +26,10 @@ def create_gold_token_corpus(
         ``python -m spacy_piqn convert``), so a model learns the tokens ``nlp(text)`` will give it.
     limit (int): read at most this many docs (0: all).
     shuffle (bool): shuffle the docs each time the corpus is read (training).
-    sent_starts (bool): predicted docs get the reference's sentence boundaries (with gold tokens), so that piqn
-        trains on the gold sentences while a sentence splitter in the pipeline (e.g. a ``senter`` trained with
-        it) sets them at prediction. False: predicted docs carry no sentence boundaries, as raw text.
+    sent_starts (bool): predicted docs get the reference's sentence boundaries (re-tokenized: at the tokens that
+        begin where a reference sentence begins), so that piqn trains on the gold sentences while a sentence
+        splitter in the pipeline (e.g. a ``senter`` trained with it) sets them at prediction. False: predicted docs
+        carry no sentence boundaries, as raw text.
     """
     corpus = Corpus(path, limit=limit, shuffle=shuffle, gold_preproc=False, max_length=0)
 
@@ -43,6 +44,11 @@ def create_gold_token_corpus(
                 )
                 yield Example(Doc(nlp.vocab, words=words, spaces=spaces, sent_starts=starts), ref)
             else:
-                yield Example(nlp.make_doc(eg.reference.text), eg.reference)
+                doc = nlp.make_doc(eg.reference.text)
+                if sent_starts and eg.reference.has_annotation("SENT_START"):
+                    starts_at = {t.idx for t in eg.reference if t.is_sent_start}
+                    for token in doc:
+                        token.is_sent_start = token.idx in starts_at
+                yield Example(doc, eg.reference)
 
     return read

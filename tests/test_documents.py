@@ -192,7 +192,7 @@ def test_context_gradient_reaches_every_word_read_and_predictions_only_the_sente
 
 def test_corpus_reader_tokens_and_sentence_starts(tmp_path):
     """gold_tokens=False re-tokenizes converted docs (whose spaces are unknown) with the pipeline's tokenizer;
-    sent_starts=True gives the predicted docs the reference's sentence boundaries, False none."""
+    sent_starts=True gives the predicted docs the reference's sentence boundaries (re-tokenized too), False none."""
     nlp = spacy.blank("en")
     doc = _reference(nlp, [("NF-kappa B binds .".split(), [(0, 2, "protein")]), ("It works .".split(), [])], True)
     DocBin(docs=[doc]).to_disk(tmp_path / "d.spacy")
@@ -203,6 +203,10 @@ def test_corpus_reader_tokens_and_sentence_starts(tmp_path):
     assert [s.start for s in with_starts.predicted.sents] == [0, 4]
     (without,) = create_gold_token_corpus(tmp_path / "d.spacy")(nlp)
     assert not without.predicted.has_annotation("SENT_START")
+    (both,) = create_gold_token_corpus(tmp_path / "d.spacy", gold_tokens=False, sent_starts=True)(nlp)
+    assert [t.text for t in both.predicted][:3] == ["NF", "-", "kappa"]
+    assert [s[0].text for s in both.predicted.sents] == ["NF", "It"]
+    assert not retokenized.predicted.has_annotation("SENT_START")
 
 
 def test_windows_keep_the_rules_boundaries_next_to_a_components():
