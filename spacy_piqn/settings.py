@@ -106,7 +106,7 @@ def check_decoding_mode(mode: str) -> None:
 class DecodingSettings:
     """From probabilities to spans (``[components.piqn]``; docs/configuration.md has each)."""
 
-    class_threshold: float = 0.0
+    class_threshold: float = 0.5
     boundary_threshold: float = 0.0
     decoding: str = "nested"
     merge_nested_duplicates: bool = True

@@ -49,7 +49,9 @@ def tiny_bert(tmp_path_factory) -> Path:
     return save_tiny_bert(tmp_path_factory.mktemp("tiny_bert"))
 
 
-def piqn_config(name, *, max_length: int = 512, size: int = 128, context_words: int = 64) -> Dict:
+def piqn_config(
+    name, *, max_length: int = 512, size: int = 128, context_words: int = 64, class_threshold: float = 0.5
+) -> Dict:
     return {
         "model": {
             "@architectures": "spacy-piqn.PIQNQueryTransformer.v2",
@@ -71,6 +73,7 @@ def piqn_config(name, *, max_length: int = 512, size: int = 128, context_words: 
             "windows": {"@misc": "spacy-piqn.token_windows.v2", "size": size, "stride": size * 3 // 4},
         },
         "n_slots": 4,
+        "class_threshold": class_threshold,
     }
 
 
@@ -136,10 +139,11 @@ def untrained_nlp_that_predicts(name):
     """An untrained pipeline whose random head predicts some spans on TEXTS, so that comparing spans is not vacuous.
 
     Whether a random head predicts any depends on its initialization, and so on the CPU's float rounding; some seeds
-    give none. So the first of ten seeds whose head predicts is taken.
+    give none. So the first of ten seeds whose head predicts is taken, at class threshold 0 (a random head's class
+    probabilities are near uniform, below the default 0.5).
     """
     for seed in range(10):
-        nlp = build_nlp(name, seed=seed)
+        nlp = build_nlp(name, seed=seed, class_threshold=0.0)
         if any(predictions(nlp, TEXTS)):
             return nlp
     raise AssertionError("none of 10 random heads predicted a span")
