@@ -4,6 +4,7 @@ import base64
 import configparser
 import hashlib
 import importlib.util
+import json
 import sys
 import zipfile
 from importlib.metadata import PathDistribution
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from spacy.vocab import Vocab
 
 REPO = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("gpu_kit", REPO / "bench" / "gpu" / "kit.py")
@@ -35,6 +37,17 @@ def test_rows_expand_sweeps_and_keys():
     assert rows[6].sets == {"components.piqn.n_slots": "15"}
 
 
+def test_rows_with_documents_are_named_apart_and_run_on_documents():
+    context = "components.piqn.model.windows.context=32"
+    rows = kit.parse_rows(f"piqn,units=sentences|documents,seed=0 piqn,units=documents,{context}")
+    assert [row.name for row in rows] == [
+        "piqn-seed0",
+        "piqn-documents-seed0",
+        "piqn-documents-components.piqn.model.windows.context32",
+    ]
+    assert [row.units for row in rows] == ["sentences", "documents", "documents"]
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -43,6 +56,7 @@ def test_rows_expand_sweeps_and_keys():
         "piqn piqn",  # two rows with one name (one runs dir)
         "piqn,seed",  # not KEY=VALUE
         "piqn,ds=ace05",  # unknown dataset
+        "piqn,units=paragraphs",  # neither sentences nor documents
     ],
 )
 def test_rows_rejected(text):
@@ -107,3 +121,28 @@ def test_repacked_wheel_record_matches(tmp_path):
             expected = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
             assert digest == f"sha256={expected}" and int(size) == len(data)
     assert kit.wheel_metadata(dest / src.name) == ("pkg", "1.0", [])
+
+
+def test_document_rows_get_document_docs(tmp_path):
+    """A units=documents row's data is converted one Doc per document from the doc-id sidecar, next to the
+    sentence-per-Doc conversion of the same dataset; a dataset packed without the sidecar is a clear exit."""
+    from spacy.tokens import DocBin
+
+    src = tmp_path / "src" / "genia"
+    src.mkdir(parents=True)
+    for split in ("train", "dev"):
+        lines = [{"tokens": ["IL-2", "binds", "."], "entities": [{"start": 0, "end": 1, "label": "protein"}]}] * 3
+        (src / f"{split}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+        (src / f"{split}.doc_ids.txt").write_text("a\na\nb\n")
+    args = type("Args", (), {"data": tmp_path / "src", "work": tmp_path / "work", "n_train": None, "n_dev": None})()
+    kit.prepare_data(kit.parse_rows("piqn,units=sentences|documents"), args)
+    data = tmp_path / "work" / "data" / "genia"
+    docs = {
+        units: list(DocBin().from_disk(data / f"dev-all-{units}.spacy").get_docs(Vocab()))
+        for units in ("sentences", "documents")
+    }
+    assert [len(doc) for doc in docs["sentences"]] == [3, 3, 3] and [len(doc) for doc in docs["documents"]] == [6, 3]
+    assert sum(len(doc.spans["sc"]) for doc in docs["documents"]) == 3
+    (src / "dev.doc_ids.txt").unlink()
+    with pytest.raises(SystemExit, match="dev.doc_ids.txt"):
+        kit.prepare_data(kit.parse_rows("piqn,units=documents"), args)

@@ -429,11 +429,13 @@ class Row:
 
     system: str
     dataset: str = "genia"
+    units: str = "sentences"  # run_bench.py --units: one Doc per sentence or per document
     sets: dict[str, str] = field(default_factory=dict)  # dotted config key -> JSON value
 
     @property
     def name(self) -> str:
         parts = [self.system] + ([] if self.dataset == "genia" else [self.dataset])
+        parts += [] if self.units == "sentences" else [self.units]
         for key, value in self.sets.items():
             short = {"system.seed": "seed", "training.optimizer.learn_rate.initial_rate": "lr"}.get(key, key)
             parts.append(f"{short}{value}")
@@ -446,7 +448,8 @@ ROW_KEYS = {"seed": "system.seed", "lr": "training.optimizer.learn_rate.initial_
 
 def parse_rows(text: str) -> list[Row]:
     """``"piqn spancat_tuned,lr=1e-4|2e-4,seed=1 piqn_qt,ds=conll03"`` -> rows. A row is SYSTEM[,KEY=VALUE...]
-    with KEY ``seed``, ``lr`` (the peak learning rate), ``ds`` (dataset, default genia) or a dotted config key;
+    with KEY ``seed``, ``lr`` (the peak learning rate), ``ds`` (dataset, default genia), ``units`` (sentences,
+    the default, or documents: one Doc per document from the doc-id sidecars) or a dotted config key;
     ``a|b|c`` in a value makes one row per value (a sweep; several swept keys: every combination)."""
     rows = []
     for token in text.replace(";", " ").split():
@@ -456,14 +459,18 @@ def parse_rows(text: str) -> list[Row]:
             if "=" not in pair:
                 raise SystemExit(f"row {token!r}: {pair!r} is not KEY=VALUE")
             key, value = pair.split("=", 1)
-            if key != "ds" and key not in ROW_KEYS and "." not in key:
-                raise SystemExit(f"row {token!r}: unknown key {key!r} (seed, lr, ds or a dotted config key)")
+            if key not in ("ds", "units") and key not in ROW_KEYS and "." not in key:
+                raise SystemExit(f"row {token!r}: unknown key {key!r} (seed, lr, ds, units or a dotted config key)")
             choices.append((key, value.split("|")))
         for combo in itertools.product(*(values for _, values in choices)):
             row = Row(system)
             for (key, _), value in zip(choices, combo):
                 if key == "ds":
                     row.dataset = value
+                elif key == "units":
+                    if value not in ("sentences", "documents"):
+                        raise SystemExit(f"row {token!r}: units must be sentences or documents, not {value!r}")
+                    row.units = value
                 else:
                     row.sets[ROW_KEYS.get(key, key)] = value
             rows.append(row)
@@ -509,6 +516,7 @@ def start_row(row: Row, args: argparse.Namespace, wall_s: float, grace_s: float,
         "--wall-s", f"{wall_s:.0f}", "--clock", "wall", "--grace-s", f"{grace_s:.0f}", "--repeats", str(args.repeats),
         "--train-threads", str(threads), "--infer-threads", str(threads), "--runs-dir", str(row_dir),
         "--results", str(row_dir / "results.jsonl"), "--plot", str(row_dir / "f1_over_time.png"),
+        "--units", row.units,
     ]  # fmt: skip
     if args.n_train is not None:
         cmd += ["--n-train", str(args.n_train)]
@@ -541,12 +549,14 @@ def prepare_data(rows: list[Row], args: argparse.Namespace) -> None:
     import run_bench
 
     jobs = []
-    for dataset in sorted({row.dataset for row in rows}):
+    for dataset, units in sorted({(row.dataset, row.units) for row in rows}):
         src = args.data / dataset
         for split, n in (("train", args.n_train or 0), ("dev", args.n_dev or 0)):
-            if not (src / f"{split}.jsonl").exists():
-                raise SystemExit(f"no {src / f'{split}.jsonl'}: was {dataset} packed by bench/gpu/prepare.sh?")
-            jobs.append((src / f"{split}.jsonl", args.work / "data" / dataset, split, n))
+            needed = [f"{split}.jsonl"] + ([f"{split}.doc_ids.txt"] if units == "documents" else [])
+            for name in needed:
+                if not (src / name).exists():
+                    raise SystemExit(f"no {src / name}: was {dataset} packed by bench/gpu/prepare.sh?")
+            jobs.append((src / f"{split}.jsonl", args.work / "data" / dataset, split, n, 0, units))
 
     def convert(job):
         start = time.perf_counter()

@@ -8,7 +8,8 @@
 # ROWS (default "piqn spancat spancat_tuned,lr=1e-4|2e-4 piqn_qt"): trainings run side by side, one
 # bench/run_bench.py process each. A row is SYSTEM[,KEY=VALUE...]: SYSTEM one of run_bench.py's minilm systems
 # (piqn, piqn_qt, spancat, spancat_tuned, ner), KEY seed, lr (the peak learning rate), ds (dataset: genia, default,
-# or conll03) or a dotted config key; "a|b" in a value makes one row per value (a sweep).
+# or conll03), units (sentences, default, or documents: one Doc per document, e.g.
+# "piqn,units=sentences|documents,seed=0|1") or a dotted config key; "a|b" in a value makes one row per value.
 # STEPS (default 1500): max_steps of every row, which also ends the learning-rate schedule there.
 #
 # Time: everything is over LIMIT_S (default 580) seconds after the start, inside the device's 600 s command limit.
