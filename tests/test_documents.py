@@ -3,6 +3,7 @@ sentences get one per Doc, and document Docs train."""
 
 import json
 import logging
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -221,3 +222,14 @@ def test_windows_keep_the_rules_boundaries_next_to_a_components():
     assert [(w.start, w.end) for w in get_windows([one_sentence])] == [(0, 3), (3, 9)]
     extra = Doc(nlp.vocab, words=words, sent_starts=[True, False, False, True, False, False, True, False, False])
     assert [(w.start, w.end) for w in get_windows([extra])] == [(0, 3), (3, 6), (6, 9)]
+
+
+@pytest.mark.parametrize("name", ["piqn_tok2vec.cfg", "piqn_trf_listener.cfg", "piqn_trf.cfg"])
+def test_shipped_configs_learn_sentences_from_documents(name):
+    """Every shipped config trains a senter before piqn and feeds piqn the gold sentences of training documents,
+    so that raw text is read one sentence at a time; dev docs keep no sentence starts (scored as running text)."""
+    config = spacy.util.load_config(Path(__file__).resolve().parents[1] / "configs" / name)
+    pipeline = config["nlp"]["pipeline"]
+    assert "senter" in pipeline and pipeline.index("senter") < pipeline.index("piqn")
+    assert config["corpora"]["train"]["sent_starts"] is True and config["corpora"]["dev"]["sent_starts"] is False
+    assert config["training"]["score_weights"]["sents_f"] == 0.0
