@@ -41,7 +41,6 @@ def build_piqn_head(
     max_padded_words: int = D.max_padded_words,
     mixed_precision: bool = False,
     lr_scale: float = 1.0,
-    span_pooling: bool = D.span_pooling,
 ) -> Model:
     """PIQN's word-level part: BiLSTM, L one-way query layers, entity pointer and classifier.
     Its PyTorch module is built at initialize, once the encoder's width and the labels are known.
@@ -69,8 +68,6 @@ def build_piqn_head(
     classifier_dropout (float): dropout on the entity classifier's input (PIQN uses 0.5).
     query_interaction (bool): whether queries attend to each other (the paper's ablation: off).
     common_embedding (bool): add a shared "query type" vector to every query's content.
-    span_pooling (bool): the classifier also reads the mean of the words inside each query's entity
-        (weighted by how likely each word lies between its boundaries), not only the words at them.
     max_padded_words (int): the head runs a batch's windows in groups of similar length, each
         padded to at most this many words (a longer window runs alone), instead of padding every
         window to the batch's longest; 0: one group. Outputs do not change (up to float rounding);
@@ -98,7 +95,6 @@ def build_piqn_head(
         classifier_dropout=classifier_dropout,
         query_interaction=query_interaction,
         common_embedding=common_embedding,
-        span_pooling=span_pooling,
         max_padded_words=max_padded_words,
     )
     return build_torch_head(settings, mixed_precision=mixed_precision, lr_scale=lr_scale)

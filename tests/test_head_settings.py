@@ -243,33 +243,3 @@ def test_load_time_config_cannot_change_what_the_model_learned(trained_tiny, tmp
     key = next(iter(override))
     with pytest.raises(ValueError, match=f"E051.*{key}"):
         spacy.load(tmp_path / "p", config={"components": {"piqn": {"model": {"head": override}}}})
-
-
-def test_span_pooling_weighs_the_words_between_the_boundaries():
-    """One-hot boundaries at words 2 and 4 give the words 2-4 equal weight and the others none;
-    a right boundary before the left one still gives a distribution, never NaN."""
-    from spacy_piqn.torch_modules.head import inside_weights
-
-    left, right = torch.zeros(2, 6), torch.zeros(2, 6)
-    left[0, 2], right[0, 4] = 1.0, 1.0
-    left[1, 4], right[1, 1] = 1.0, 1.0
-    weights = inside_weights(left, right)
-    torch.testing.assert_close(weights[0], torch.tensor([0, 0, 1 / 3, 1 / 3, 1 / 3, 0]))
-    torch.testing.assert_close(weights[1], (left[1] + right[1]) / 2)
-
-
-@pytest.mark.parametrize("pointer", ["softmax", "sigmoid"])
-def test_span_pooling_changes_the_classes_only(pointer):
-    """The classifier reads the pooled span; the boundaries are those of the same head without it."""
-    settings = HeadSettings(width=16, n_queries=4, n_layers=1, n_heads=2, pointer=pointer)
-    torch.manual_seed(0)
-    plain = PIQNHead(8, 3, settings).eval()
-    pooled = PIQNHead(8, 3, HeadSettings(**{**settings.to_dict(), "span_pooling": True})).eval()
-    assert pooled.classifier.out.in_features == 4 * 16
-    shared = {k: v for k, v in plain.state_dict().items() if not k.startswith("classifier.out.")}
-    assert pooled.load_state_dict(shared, strict=False).missing_keys == ["classifier.out.weight", "classifier.out.bias"]
-    windows = [torch.randn(6, 8), torch.randn(3, 8)]
-    (left_a, right_a, _), (left_b, right_b, classes) = plain(windows), pooled(windows)
-    torch.testing.assert_close(left_a, left_b)
-    torch.testing.assert_close(right_a, right_b)
-    assert torch.isfinite(classes).all()

@@ -203,28 +203,15 @@ class EntityPointer(nn.Module):
 
 class EntityClassifier(nn.Module):
     """Types each query's entity from the query, a query→word cross-attention and the
-    boundary-weighted sums of the words (index 0 is the "None" class); with ``span_pooling``
-    also the mean of the words inside the entity, weighted by how likely each word lies between
-    the two boundaries: a type often shows in the middle of a name, not at its ends (spancat's
-    classifier reads every word of the span)."""
+    boundary-weighted sums of the words (index 0 is the "None" class)."""
 
-    def __init__(
-        self,
-        width: int,
-        n_heads: int,
-        n_classes: int,
-        dropout: float,
-        cls_dropout: float,
-        pointer: str,
-        span_pooling: bool = False,
-    ):
+    def __init__(self, width: int, n_heads: int, n_classes: int, dropout: float, cls_dropout: float, pointer: str):
         super().__init__()
         self.pointer = pointer
-        self.span_pooling = span_pooling
         self.query_proj = nn.Linear(width, width)
         self.cross = nn.MultiheadAttention(width, n_heads, dropout=dropout, batch_first=True)
         self.dropout = nn.Dropout(cls_dropout)
-        self.out = nn.Linear((4 if span_pooling else 3) * width, n_classes)
+        self.out = nn.Linear(3 * width, n_classes)
 
     def forward(
         self,
@@ -237,25 +224,9 @@ class EntityClassifier(nn.Module):
         q = self.query_proj(F.relu(queries))
         attended, _ = self.cross(q, words, words, key_padding_mask=~word_mask, need_weights=False)
         q = q + attended
-        left_probs = boundary_probs(left_logits, self.pointer)
-        right_probs = boundary_probs(right_logits, self.pointer)
-        parts = [q, left_probs @ words, right_probs @ words]
-        if self.span_pooling:
-            parts.append(inside_weights(left_probs, right_probs) @ words)
-        return self.out(F.relu(self.dropout(torch.cat(parts, dim=-1))))
-
-
-def inside_weights(left: torch.Tensor, right: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    """Per query (..., n) a distribution over the words: P(left <= j) · P(right >= j), normalized.
-    ``left``/``right`` are boundary probabilities over the words (a sigmoid pointer's are
-    normalized first); a query whose right boundary lies before its left one gets the mean of its
-    two boundary distributions instead (the ``eps`` term) rather than a division by zero."""
-    left = left / left.sum(-1, keepdim=True).clamp_min(eps)
-    right = right / right.sum(-1, keepdim=True).clamp_min(eps)
-    started = left.cumsum(-1)
-    not_ended = right.flip(-1).cumsum(-1).flip(-1)
-    inside = started * not_ended + eps * (left + right)
-    return inside / inside.sum(-1, keepdim=True)
+        left = boundary_probs(left_logits, self.pointer) @ words
+        right = boundary_probs(right_logits, self.pointer) @ words
+        return self.out(F.relu(self.dropout(torch.cat([q, left, right], dim=-1))))
 
 
 class PIQNHead(nn.Module):
@@ -300,9 +271,7 @@ class PIQNHead(nn.Module):
         self.anchor_strength = s.anchor_strength
         self.left = EntityPointer(s.width, s.pointer_width or s.width, s.pointer_fusion)
         self.right = EntityPointer(s.width, s.pointer_width or s.width, s.pointer_fusion)
-        self.classifier = EntityClassifier(
-            s.width, s.n_heads, n_classes, s.dropout, s.classifier_dropout, s.pointer, s.span_pooling
-        )
+        self.classifier = EntityClassifier(s.width, s.n_heads, n_classes, s.dropout, s.classifier_dropout, s.pointer)
         for module in self.modules():
             if not isinstance(module, (nn.LSTM, nn.MultiheadAttention)):
                 init_weights(module)
