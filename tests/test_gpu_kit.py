@@ -125,7 +125,8 @@ def test_repacked_wheel_record_matches(tmp_path):
 
 def test_document_rows_get_document_docs(tmp_path):
     """A units=documents row's data is converted one Doc per document from the doc-id sidecar, next to the
-    sentence-per-Doc conversion of the same dataset; a dataset packed without the sidecar is a clear exit."""
+    sentence-per-Doc conversion of the same dataset; a dataset packed without the sidecar is a clear exit (the
+    harness's own check, run_bench.prepare_split)."""
     from spacy.tokens import DocBin
 
     src = tmp_path / "src" / "genia"

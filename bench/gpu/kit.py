@@ -552,10 +552,8 @@ def prepare_data(rows: list[Row], args: argparse.Namespace) -> None:
     for dataset, units in sorted({(row.dataset, row.units) for row in rows}):
         src = args.data / dataset
         for split, n in (("train", args.n_train or 0), ("dev", args.n_dev or 0)):
-            needed = [f"{split}.jsonl"] + ([f"{split}.doc_ids.txt"] if units == "documents" else [])
-            for name in needed:
-                if not (src / name).exists():
-                    raise SystemExit(f"no {src / name}: was {dataset} packed by bench/gpu/prepare.sh?")
+            if not (src / f"{split}.jsonl").exists():
+                raise SystemExit(f"no {src / f'{split}.jsonl'}: was {dataset} packed by bench/gpu/prepare.sh?")
             jobs.append((src / f"{split}.jsonl", args.work / "data" / dataset, split, n, 0, units))
 
     def convert(job):
