@@ -37,7 +37,7 @@ DEFAULT_MODEL_CONFIG = """
 @misc = "spacy-piqn.token_windows.v2"
 size = 128
 stride = 96
-context = 0
+context = 16
 
 [model.head]
 @architectures = "spacy-piqn.PIQNHead.v1"

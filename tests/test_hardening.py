@@ -66,8 +66,8 @@ def test_long_doc_trains_and_predicts_in_the_last_window(caplog):
 
     Checked on the structure, not on what a short training run finds (that depends on the head and on the CPU's
     float rounding): the last sentence is the last window, its gold is that window's training target, nothing is
-    logged as left out, and the last window's logits equal those of the same sentence at the end of a two-sentence
-    doc (the default tok2vec sees 4 tokens to each side, less than the 5-token sentence before it). What a trained
+    logged as left out, and the last window's logits equal those of the same sentence at the end of a short doc
+    that repeats the sentences before it (the head reads 16 context words, the tok2vec 4 more). What a trained
     pipeline writes for a long doc, window by window: `test_long_doc_is_predicted_in_every_window` in test_pipe.py.
     """
     fix_random_seed(0)
@@ -90,8 +90,11 @@ def test_long_doc_trains_and_predicts_in_the_last_window(caplog):
     last_gold = sorted((s - last.start, e - last.start) for s, e, _ in gold if s >= last.start)
     assert last_gold and sorted((int(s), int(e) + 1) for _, s, e in targets) == last_gold
 
-    _, make_short, _ = one_doc_of_sentences(nlp, [NESTED_DATA[1], NESTED_DATA[3]])
-    short = piqn.predict([make_short(nlp.vocab)])
+    _, make_short, _ = one_doc_of_sentences(nlp, [NESTED_DATA[i] for i in (0, 1, 3)] * 2)
+    short_doc = make_short(nlp.vocab)
+    short = piqn.predict([short_doc])
+    assert short.windows[-1].left_context == output.windows[-1].left_context == 16  # add_pipe's default context
+    assert short.windows[-1].start >= 16 + 4
     n = last.end - last.start
     np.testing.assert_allclose(output.classes[-1][-1], short.classes[-1][-1], atol=1e-5)
     for name in ("left", "right"):  # (queries, words), padded to the longest window of the batch
