@@ -82,16 +82,24 @@ def _flat(indices: Indices, gold: List[np.ndarray], device: torch.device) -> Tup
     return b_idx, q_idx, target
 
 
-def loss_classes(classes: torch.Tensor, indices: Indices, gold: List[np.ndarray]) -> torch.Tensor:
+def loss_classes(
+    classes: torch.Tensor, indices: Indices, gold: List[np.ndarray], label_smoothing: float = 0.0
+) -> torch.Tensor:
     """Weighted mean cross-entropy of every query's class (B, M, C logits): matched queries
-    target their gold type, the others "None" (class 0), weighted by ``none_class_weight``."""
+    target their gold type, the others "None" (class 0), weighted by ``none_class_weight``;
+    ``label_smoothing`` of the target spread uniformly over the classes."""
     batch, n_queries, n_classes = classes.shape
     b_idx, q_idx, target = _flat(indices, gold, classes.device)
     class_target = torch.zeros((batch, n_queries), dtype=torch.long, device=classes.device)
     class_target[b_idx, q_idx] = target[:, 0]
     class_weights = torch.ones((n_classes,), device=classes.device)
     class_weights[0] = none_class_weight(len(b_idx), batch * n_queries)
-    return F.cross_entropy(classes.reshape(-1, n_classes).float(), class_target.reshape(-1), weight=class_weights)
+    return F.cross_entropy(
+        classes.reshape(-1, n_classes).float(),
+        class_target.reshape(-1),
+        weight=class_weights,
+        label_smoothing=label_smoothing,
+    )
 
 
 def loss_boundaries(
@@ -138,7 +146,7 @@ def piqn_loss(
         indices = (
             static if static is not None else match(left[layer], right[layer], classes[layer], gold, weights, pointer)
         )
-        total = total + weights.loss_class_weight * loss_classes(classes[layer], indices, gold)
+        total = total + weights.loss_class_weight * loss_classes(classes[layer], indices, gold, weights.label_smoothing)
         total = total + weights.loss_boundary_weight * loss_boundaries(
             left[layer], right[layer], indices, gold, word_mask, pointer
         )

@@ -96,6 +96,7 @@ def make_piqn(
     set_ents: bool,
     scorer: Optional[Callable],
     ordered_warmup_updates: int = DL.ordered_warmup_updates,
+    label_smoothing: float = DL.label_smoothing,
     merge_nested_duplicates: bool = DD.merge_nested_duplicates,
     merge_keep_ratio: float = DD.merge_keep_ratio,
 ) -> "PIQN":
@@ -111,6 +112,7 @@ def make_piqn(
     ordered_warmup_updates (int): the first this many updates of a training process assign
         queries to gold statically (queries in index order take the entities in text order)
         instead of by Hungarian matching. 0: Hungarian from the start, as in PIQN.
+    label_smoothing (float): share of each query's class target spread over all classes.
     class_threshold (float): keep a query's entity only if its class probability is above this.
     boundary_threshold (float): ... and both boundary probabilities are above this.
     decoding (str): "nested" (drop spans crossing a better one, one label per span) or "flat"

@@ -83,12 +83,16 @@ class LossSettings:
     # The first this many updates of a training process assign queries statically (in text order)
     # instead of by Hungarian matching; a very large value is the paper's static-assignment ablation.
     ordered_warmup_updates: int = 0
+    # Share of the class target spread over all classes ("None" included): softer types.
+    label_smoothing: float = 0.0
 
     def __post_init__(self) -> None:
         if self.n_slots < 1:
             raise ValueError(Errors.E013.format(n_slots=self.n_slots))
         if self.ordered_warmup_updates < 0:
             raise ValueError(Errors.E052.format(name="ordered_warmup_updates", value=self.ordered_warmup_updates))
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(Errors.E053.format(name="label_smoothing", value=self.label_smoothing))
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, Any]) -> "LossSettings":

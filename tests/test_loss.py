@@ -163,3 +163,17 @@ def test_predicted_words_index_the_window_after_its_left_context():
     index, target_mask = predicted_words(torch.tensor([[3, 4], [0, 2]]), mask)
     assert index.tolist() == [[3, 4, 5, 6], [0, 1, 0, 0]]
     assert target_mask.tolist() == [[True] * 4, [True, True, False, False]]
+
+
+def test_label_smoothing_penalises_a_confident_right_type_and_is_validated():
+    gold = [np.array([[1, 0, 2]])]
+    indices = [(np.array([0]), np.array([0]))]
+    # Query 0 is sure of type 1, query 1 sure of "None": both right.
+    classes = torch.full((1, 2, 3), -20.0)
+    classes[0, 0, 1] = classes[0, 1, 0] = 20.0
+    assert float(loss_classes(classes, indices, gold)) < 1e-6
+    smoothed = float(loss_classes(classes, indices, gold, label_smoothing=0.1))
+    # 0.1 of the target spread over 3 classes: each wrong class costs (0.1 / 3) · 40 nats.
+    assert smoothed == pytest.approx(2 * 0.1 / 3 * 40.0, rel=1e-3)
+    with pytest.raises(ValueError, match="label_smoothing"):
+        LossSettings(label_smoothing=1.0)
