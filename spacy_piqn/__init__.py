@@ -16,6 +16,7 @@ __all__ = ["PIQN", "make_piqn", "register", "__version__"]
 # The modules whose import registers spacy-piqn's names with spaCy's registries (decorators), in setup.cfg's order.
 REGISTERING_MODULES = (
     "pipeline",
+    "senter",
     "architectures",
     "legacy",
     "scorer",

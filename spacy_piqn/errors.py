@@ -160,6 +160,7 @@ class Errors:
         "context_words), so its windows take no context of their own: set [components.piqn.model.windows] "
         "context = 0."
     )
+    E058 = "[E058] piqn_senter needs lr_scale > 0 (a multiple of the pipeline's learning rate), got {value}."
     E056 = (
         "[E056] The weights of the piqn component '{name}' loaded from {path} hold NaN or infinite values "
         "({n_bad} of {n_params} parameters: {examples}); every prediction would be empty. The file is "
