@@ -41,7 +41,6 @@ def build_piqn_head(
     max_padded_words: int = D.max_padded_words,
     mixed_precision: bool = False,
     lr_scale: float = 1.0,
-    span_pooling: bool = D.span_pooling,
 ) -> Model:
     """PIQN's word-level part: BiLSTM, L one-way query layers, entity pointer and classifier.
     Its PyTorch module is built at initialize, once the encoder's width and the labels are known.
@@ -77,8 +76,6 @@ def build_piqn_head(
     lr_scale (float): the head learns at this multiple of [training.optimizer]'s rate (thinc has
         one rate per pipeline): e.g. 20 with a transformer at 5e-5 gives the freshly initialized
         head 1e-3. With a query-carrying encoder, its instance queries learn at this scale too.
-    span_pooling (bool): the entity classifier also reads the mean of the words inside each query's
-        expected span (weighted by its boundary probabilities), not only the boundary words.
 
     dropout, classifier_dropout and max_padded_words may change when a trained pipeline is loaded
     (``spacy.load(path, config=...)``); the others are part of what the model learned, and a
@@ -99,7 +96,6 @@ def build_piqn_head(
         query_interaction=query_interaction,
         common_embedding=common_embedding,
         max_padded_words=max_padded_words,
-        span_pooling=span_pooling,
     )
     return build_torch_head(settings, mixed_precision=mixed_precision, lr_scale=lr_scale)
 

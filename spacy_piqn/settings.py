@@ -37,7 +37,6 @@ class HeadSettings:
     query_interaction: bool = True
     common_embedding: bool = True
     max_padded_words: int = 1024
-    span_pooling: bool = False
 
     def __post_init__(self) -> None:
         if self.pointer not in POINTERS:

@@ -16,9 +16,9 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from spacy_piqn.layers.torch_head import head_settings
 from spacy_piqn.settings import HeadSettings
 from spacy_piqn.torch_modules.common import unpacked_bilstm
-from spacy_piqn.torch_modules.head import PIQNHead, anchor_prior, span_weights
+from spacy_piqn.torch_modules.head import PIQNHead, anchor_prior
 
-from .conftest import NESTED_DATA, REPO, SHARED_DATA, TINY_PIQN, make_examples, train_tiny
+from .conftest import NESTED_DATA, REPO, SHARED_DATA, TINY_PIQN, make_examples
 
 CONFIGS = sorted((REPO / "configs").glob("*.cfg"))
 
@@ -107,40 +107,6 @@ def test_pointer_variants_give_boundary_logits_over_real_words(pointer, fusion):
     # Padded words can never be a boundary.
     assert torch.softmax(left[-1, 1], -1)[:, 3:].max() < 1e-6
     assert torch.isfinite(classes).all()
-
-
-def test_span_weights_average_the_words_between_the_boundaries():
-    """Sure boundaries give a plain mean over the span's words; unsure ones spread the weight over
-    the spans they allow; padding (probability 0) never gets weight; sigmoid pointers' unnormalised
-    probabilities give the same weights as their normalised distributions."""
-    left = torch.tensor([[[0.0, 1.0, 0.0, 0.0, 0.0], [0.5, 0.5, 0.0, 0.0, 0.0]]])
-    right = torch.tensor([[[0.0, 0.0, 0.0, 1.0, 0.0], [0.0, 0.5, 0.5, 0.0, 0.0]]])
-    weights = span_weights(left, right)
-    torch.testing.assert_close(weights[0, 0], torch.tensor([0.0, 1 / 3, 1 / 3, 1 / 3, 0.0]))
-    # P(left <= i) = .5, 1, 1 and P(right >= i) = 1, 1, .5 for words 0-2: weights .5, 1, .5 over 2.
-    torch.testing.assert_close(weights[0, 1], torch.tensor([0.25, 0.5, 0.25, 0.0, 0.0]))
-    torch.testing.assert_close(span_weights(left * 0.3, right * 0.8), weights)
-
-
-def test_span_pooling_trains_and_round_trips(tmp_path):
-    """A head whose classifier also reads the span's mean learns the tiny nested data, saves the
-    setting with its weights and predicts the same after loading."""
-    config = {**TINY_PIQN, "model": {"head": {**TINY_PIQN["model"]["head"], "span_pooling": True}}}
-    nlp, examples = train_tiny(config=config)
-    assert _module(nlp).classifier.out.in_features == 4 * 32
-    assert nlp.evaluate(examples)["spans_sc_f"] == 1.0
-    nlp.to_disk(tmp_path / "p")
-    loaded = spacy.load(tmp_path / "p")
-    assert head_settings(loaded.get_pipe("piqn").model.get_ref("head")).span_pooling
-    texts = [eg.predicted.text for eg in examples]
-
-    def predicted(pipeline):
-        return [
-            ([(s.start, s.end, s.label_) for s in doc.spans["sc"]], list(doc.spans["sc"].attrs["scores"]))
-            for doc in pipeline.pipe(texts)
-        ]
-
-    assert predicted(loaded) == predicted(nlp)
 
 
 @pytest.mark.parametrize(
@@ -270,9 +236,7 @@ def test_load_time_config_sets_run_time_head_settings_everywhere(trained_tiny, t
     assert spans == [[(s.start, s.end, s.label_) for s in d.spans["sc"]] for d in loaded.pipe(docs)]
 
 
-@pytest.mark.parametrize(
-    "override", [{"anchor_strength": 0.0}, {"n_queries": 9}, {"pointer": "sigmoid"}, {"span_pooling": True}]
-)
+@pytest.mark.parametrize("override", [{"anchor_strength": 0.0}, {"n_queries": 9}, {"pointer": "sigmoid"}])
 def test_load_time_config_cannot_change_what_the_model_learned(trained_tiny, tmp_path, override):
     nlp, _ = trained_tiny
     nlp.to_disk(tmp_path / "p")

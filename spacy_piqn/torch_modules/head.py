@@ -203,27 +203,15 @@ class EntityPointer(nn.Module):
 
 class EntityClassifier(nn.Module):
     """Types each query's entity from the query, a query→word cross-attention and the
-    boundary-weighted sums of the words (index 0 is the "None" class); with ``span_pooling`` also
-    from the mean of the words inside the query's expected span (``span_weights``), which the
-    boundary words alone miss in long names."""
+    boundary-weighted sums of the words (index 0 is the "None" class)."""
 
-    def __init__(
-        self,
-        width: int,
-        n_heads: int,
-        n_classes: int,
-        dropout: float,
-        cls_dropout: float,
-        pointer: str,
-        span_pooling: bool = False,
-    ):
+    def __init__(self, width: int, n_heads: int, n_classes: int, dropout: float, cls_dropout: float, pointer: str):
         super().__init__()
         self.pointer = pointer
-        self.span_pooling = span_pooling
         self.query_proj = nn.Linear(width, width)
         self.cross = nn.MultiheadAttention(width, n_heads, dropout=dropout, batch_first=True)
         self.dropout = nn.Dropout(cls_dropout)
-        self.out = nn.Linear((4 if span_pooling else 3) * width, n_classes)
+        self.out = nn.Linear(3 * width, n_classes)
 
     def forward(
         self,
@@ -236,25 +224,9 @@ class EntityClassifier(nn.Module):
         q = self.query_proj(F.relu(queries))
         attended, _ = self.cross(q, words, words, key_padding_mask=~word_mask, need_weights=False)
         q = q + attended
-        left_p = boundary_probs(left_logits, self.pointer)
-        right_p = boundary_probs(right_logits, self.pointer)
-        parts = [q, left_p @ words, right_p @ words]
-        if self.span_pooling:
-            parts.append(span_weights(left_p, right_p) @ words)
-        return self.out(F.relu(self.dropout(torch.cat(parts, dim=-1))))
-
-
-def span_weights(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
-    """Weights (B, M, n) of a mean over each query's span, from its boundary probabilities (B, M, n):
-    P(left ≤ i) · P(right ≥ i), the chance that word i lies inside the span if the two boundaries
-    were independent, normalised to sum to 1. Sigmoid pointers' per-word probabilities are first
-    normalised into distributions. Padded words have probability 0, so they get weight 0."""
-    left = left / left.sum(-1, keepdim=True).clamp_min(1e-6)
-    right = right / right.sum(-1, keepdim=True).clamp_min(1e-6)
-    after_left = left.cumsum(-1)
-    before_right = right.flip(-1).cumsum(-1).flip(-1)
-    inside = after_left * before_right
-    return inside / inside.sum(-1, keepdim=True).clamp_min(1e-6)
+        left = boundary_probs(left_logits, self.pointer) @ words
+        right = boundary_probs(right_logits, self.pointer) @ words
+        return self.out(F.relu(self.dropout(torch.cat([q, left, right], dim=-1))))
 
 
 class PIQNHead(nn.Module):
@@ -299,9 +271,7 @@ class PIQNHead(nn.Module):
         self.anchor_strength = s.anchor_strength
         self.left = EntityPointer(s.width, s.pointer_width or s.width, s.pointer_fusion)
         self.right = EntityPointer(s.width, s.pointer_width or s.width, s.pointer_fusion)
-        self.classifier = EntityClassifier(
-            s.width, s.n_heads, n_classes, s.dropout, s.classifier_dropout, s.pointer, s.span_pooling
-        )
+        self.classifier = EntityClassifier(s.width, s.n_heads, n_classes, s.dropout, s.classifier_dropout, s.pointer)
         for module in self.modules():
             if not isinstance(module, (nn.LSTM, nn.MultiheadAttention)):
                 init_weights(module)
