@@ -75,6 +75,8 @@ def train_tiny_pipeline(max_steps: int = 300) -> spacy.language.Language:
     """
     fix_random_seed(0)
     nlp = spacy.blank("en")
+    # The transformer configs' senter: the package must find its factory too.
+    nlp.add_pipe("piqn_senter", name="senter", config={"lr_scale": 20.0})
     nlp.add_pipe("piqn", config=TINY)
     examples = make_examples(nlp, TRAIN)
     optimizer = nlp.initialize(lambda: examples)
@@ -216,7 +218,7 @@ def test_installed_package_loads_and_predicts_the_same(packaged, tmp_path):
     loaded = json.loads(result.stdout.strip().splitlines()[-1])
     assert Path(loaded["module"]).resolve().is_relative_to(env_dir.resolve()), loaded["module"]
     assert any(requirement.startswith("spacy-piqn") for requirement in loaded["requires"]), loaded["requires"]
-    assert loaded["pipe_names"] == ["piqn"]
+    assert loaded["pipe_names"] == ["senter", "piqn"]
     for got, want in zip(loaded["docs"], expected, strict=True):
         assert got["spans"] == want["spans"]
         np.testing.assert_allclose(got["scores"], want["scores"], rtol=1e-5, atol=1e-6)
