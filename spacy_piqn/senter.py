@@ -9,7 +9,7 @@ the rate a freshly initialized model needs, as the head's ``lr_scale`` does for 
 from typing import Callable, List, Optional
 
 from spacy.language import Language
-from spacy.pipeline.senter import DEFAULT_SENTER_MODEL, SentenceRecognizer
+from spacy.pipeline.senter import DEFAULT_SENTER_MODEL, SentenceRecognizer, senter_score
 from spacy.tokens import Doc
 from spacy.vocab import Vocab
 from thinc.api import Model, Optimizer
@@ -30,12 +30,11 @@ class ScaledSentenceRecognizer(SentenceRecognizer):
         *,
         lr_scale: float = 1.0,
         overwrite: bool = False,
-        scorer: Optional[Callable] = None,
+        scorer: Optional[Callable] = senter_score,
     ):
         if not lr_scale > 0:
             raise ValueError(Errors.E058.format(value=lr_scale))
-        kwargs = {} if scorer is None else {"scorer": scorer}
-        super().__init__(vocab, model, name, overwrite=overwrite, **kwargs)
+        super().__init__(vocab, model, name, overwrite=overwrite, scorer=scorer)
         self.lr_scale = lr_scale
 
     def finish_update(self, sgd: Optimizer) -> None:
