@@ -8,7 +8,7 @@ the component reports them once per batch instead of dropping them silently. num
 
 import logging
 from dataclasses import dataclass, field
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from spacy.training import Example
@@ -24,6 +24,7 @@ class TargetReport:
     """Gold spans of one batch that the targets leave out, by reason."""
 
     n_outside: int = 0  # in no window (crossing a sentence, longer than the window overlap)
+    first_outside: Optional[Tuple[int, int, int]] = None  # (doc, start, end) of one of them, for the warning
     n_over_capacity: int = 0  # beyond the M queries of a window (the assignment keeps the first M)
     crowded: List[Tuple[Window, int]] = field(default_factory=list)  # (window, its gold count)
     n_unaligned: int = 0  # not aligned with the predicted tokens
@@ -43,8 +44,9 @@ class TargetReport:
                     n_gold=n_gold,
                 )
             )
-        if self.n_outside:
-            logger.warning(Warnings.W002.format(n=self.n_outside))
+        if self.n_outside and self.first_outside is not None:
+            doc, start, end = self.first_outside
+            logger.warning(Warnings.W002.format(n=self.n_outside, doc=doc, start=start, end=end))
         if self.n_unaligned:
             logger.warning(Warnings.W003.format(n=self.n_unaligned))
 
@@ -99,4 +101,9 @@ def window_targets(
             report.crowded.append((w, len(local)))
         targets.append(local)
     report.n_outside = sum(int((~c).sum()) for c in covered)
+    for i, c in enumerate(covered):
+        if not c.all():
+            _, start, end = per_doc[i][int(np.argmin(c))]
+            report.first_outside = (i, int(start), int(end))
+            break
     return targets, report

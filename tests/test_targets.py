@@ -13,7 +13,8 @@ def test_targets_are_window_relative_and_inclusive():
     assert targets[0].tolist() == [[1, 0, 1]]
     assert targets[1].tolist() == [[2, 0, 1], [1, 1, 1]]
     assert targets[2].shape == (0, 3)
-    assert report.n_outside == 0 and report.n_over_capacity == 0 and not report.crowded
+    assert report.n_outside == 0 and report.first_outside is None
+    assert report.n_over_capacity == 0 and not report.crowded
 
 
 def test_spans_no_window_holds_and_spans_beyond_the_queries_are_counted():
@@ -21,7 +22,7 @@ def test_spans_no_window_holds_and_spans_beyond_the_queries_are_counted():
     per_doc = [np.array([[1, 2, 4], [1, 4, 5], [2, 4, 6], [1, 5, 6]])]
     windows = [Window(0, 0, 3), Window(0, 3, 6)]
     targets, report = window_targets(per_doc, windows, n_queries=2)
-    assert report.n_outside == 1
+    assert report.n_outside == 1 and report.first_outside == (0, 2, 4)
     assert report.n_over_capacity == 1 and report.crowded == [(windows[1], 3)]
     # Targets keep every span a window holds; the assignment decides which M it can use.
     assert len(targets[1]) == 3
