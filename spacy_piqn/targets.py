@@ -44,7 +44,7 @@ class TargetReport:
                     n_gold=n_gold,
                 )
             )
-        if self.n_outside and self.first_outside is not None:
+        if self.first_outside is not None:  # set whenever n_outside > 0
             doc, start, end = self.first_outside
             logger.warning(Warnings.W002.format(n=self.n_outside, doc=doc, start=start, end=end))
         if self.n_unaligned:
@@ -100,10 +100,10 @@ def window_targets(
             report.n_over_capacity += len(local) - n_queries
             report.crowded.append((w, len(local)))
         targets.append(local)
-    report.n_outside = sum(int((~c).sum()) for c in covered)
     for i, c in enumerate(covered):
-        if not c.all():
-            _, start, end = per_doc[i][int(np.argmin(c))]
+        missing = np.flatnonzero(~c)
+        report.n_outside += len(missing)
+        if len(missing) and report.first_outside is None:
+            _, start, end = per_doc[i][missing[0]]
             report.first_outside = (i, int(start), int(end))
-            break
     return targets, report
