@@ -3,6 +3,7 @@ sentences get one per Doc, and document Docs train."""
 
 import json
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -189,6 +190,33 @@ def test_context_gradient_reaches_every_word_read_and_predictions_only_the_sente
     assert grads.shape == (second.read_end - second.read_start, vectors.shape[1])
     # The BiLSTM and the layers carry the gradient to the context words on both sides.
     assert np.abs(grads[0]).sum() > 0 and np.abs(grads[-1]).sum() > 0
+
+
+@pytest.mark.parametrize("n_layers", [1, 2])
+def test_the_last_layer_skips_context_rows_without_changing_any_output(n_layers, monkeypatch):
+    """The last word-level layer computes only the rows the pointer and classifier read: its outputs (and those
+    of the layers before, in training's all-layers mode) equal those of a layer that runs every row, context
+    included, and keeps the predicted ones."""
+    from spacy_piqn.settings import DEFAULT_HEAD
+    from spacy_piqn.torch_modules import head as head_module
+
+    torch.manual_seed(0)
+    head = head_module.PIQNHead(16, 4, replace(DEFAULT_HEAD, n_layers=n_layers)).eval()
+    windows = [torch.randn(n, 16) for n in (20, 35, 9)]
+    spans = torch.tensor([[3, 10], [5, 25], [0, 9]])  # (offset, length): context on either side, or none
+    with torch.no_grad():
+        skipped = head(windows, spans, all_layers=True)
+        layer_forward = head_module.OneWayLayer.forward
+
+        def every_row(self, words, queries, position, word_mask, query_mask=None, rows=None):
+            words, queries = layer_forward(self, words, queries, position, word_mask, query_mask)
+            return (words if rows is None else head_module.gather_words(words, rows)), queries
+
+        monkeypatch.setattr(head_module.OneWayLayer, "forward", every_row)
+        full = head(windows, spans, all_layers=True)
+    assert skipped[0].shape == (n_layers, 3, DEFAULT_HEAD.n_queries, 25)
+    for fast, slow in zip(skipped, full):
+        torch.testing.assert_close(fast, slow)
 
 
 def test_corpus_reader_tokens_and_sentence_starts(tmp_path):

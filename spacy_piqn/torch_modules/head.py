@@ -106,11 +106,17 @@ class OneWayLayer(nn.Module):
         position: torch.Tensor,
         word_mask: torch.Tensor,
         query_mask: Optional[torch.Tensor] = None,
+        rows: Optional[torch.Tensor] = None,
     ) -> Tuple[torch.Tensor, torch.Tensor]:
-        """query_mask (B, Q, Q): which queries each query may attend to (default: all)."""
-        n_words = words.shape[1]
+        """query_mask (B, Q, Q): which queries each query may attend to (default: all). rows (B, n'):
+        gather index of the word rows to return (default: all). Every word is still a key, but the
+        other rows skip their attention query and feed-forward: in the last layer context words
+        feed nothing, and at 16 context words a side they are half of a GENIA window's words."""
         p_drop = self.attn_dropout if self.training else 0.0
         k_w, v_w = self._split(self.k(words)), self._split(self.v(words))
+        if rows is not None:
+            words = gather_words(words, rows)
+        n_words = words.shape[1]
         # (B, 1, 1, n): True where a key is a real word.
         key_mask = word_mask[:, None, None, :]
         word_ctx = F.scaled_dot_product_attention(
@@ -342,9 +348,11 @@ class PIQNHead(nn.Module):
         prior = anchor_prior(target_mask, self.n_queries, self.anchor_strength) if self.anchor_strength else None
         lefts, rights, classes = [], [], []
         for i, layer in enumerate(self.layers):
-            words, state = layer(words, state, position, mask)
-            if all_layers or i == len(self.layers) - 1:
-                targets = words if target_index is None else gather_words(words, target_index)
+            last = i == len(self.layers) - 1
+            # The last layer returns only the words to predict on: its context rows would feed nothing.
+            words, state = layer(words, state, position, mask, rows=target_index if last else None)
+            if all_layers or last:
+                targets = words if target_index is None or last else gather_words(words, target_index)
                 left = self.left(targets, state, target_mask, prior)
                 right = self.right(targets, state, target_mask, prior)
                 lefts.append(left)
