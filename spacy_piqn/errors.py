@@ -155,17 +155,17 @@ class Errors:
         "the head reads the encoder's query states, so set both to the same number."
     )
     E055 = "[E055] token_windows needs context >= 0 (words of context on each side), got {context}."
+    E056 = (
+        "[E056] The weights of the piqn component '{name}' loaded from {path} hold NaN or infinite values "
+        "({n_bad} of {n_params} parameters: {examples}); every prediction would be empty. The file is "
+        "corrupted: save the pipeline again, or retrain."
+    )
     E057 = (
         "[E057] spacy-piqn.PIQNQueryTransformer.v2 reads context inside its encoder (QueryTransformer.v1 "
         "context_words), so its windows take no context of their own: set [components.piqn.model.windows] "
         "context = 0."
     )
     E058 = "[E058] piqn_senter needs lr_scale > 0 (a multiple of the pipeline's learning rate), got {value}."
-    E056 = (
-        "[E056] The weights of the piqn component '{name}' loaded from {path} hold NaN or infinite values "
-        "({n_bad} of {n_params} parameters: {examples}); every prediction would be empty. The file is "
-        "corrupted: save the pipeline again, or retrain."
-    )
 
     # -----------------------------------------------------------------------------------------------------
     # E100-E199: convert.py. The reasons of invalid records (E101-E122, E131-E134) become ConversionError's
