@@ -41,7 +41,6 @@ def build_piqn_head(
     max_padded_words: int = D.max_padded_words,
     mixed_precision: bool = False,
     lr_scale: float = 1.0,
-    classifier_hidden: int = D.classifier_hidden,
 ) -> Model:
     """PIQN's word-level part: BiLSTM, L one-way query layers, entity pointer and classifier.
     Its PyTorch module is built at initialize, once the encoder's width and the labels are known.
@@ -67,8 +66,6 @@ def build_piqn_head(
     lstm_layers (int): BiLSTM layers over the words (0: a linear projection instead).
     dropout (float): dropout inside the head (spaCy's [training] dropout does not reach torch).
     classifier_dropout (float): dropout on the entity classifier's input (PIQN uses 0.5).
-    classifier_hidden (int): width of a hidden layer (ReLU) between the classifier's input and its
-        class logits; 0: none, one linear layer as in PIQN.
     query_interaction (bool): whether queries attend to each other (the paper's ablation: off).
     common_embedding (bool): add a shared "query type" vector to every query's content.
     max_padded_words (int): the head runs a batch's windows in groups of similar length, each
@@ -99,7 +96,6 @@ def build_piqn_head(
         query_interaction=query_interaction,
         common_embedding=common_embedding,
         max_padded_words=max_padded_words,
-        classifier_hidden=classifier_hidden,
     )
     return build_torch_head(settings, mixed_precision=mixed_precision, lr_scale=lr_scale)
 

@@ -37,7 +37,6 @@ class HeadSettings:
     query_interaction: bool = True
     common_embedding: bool = True
     max_padded_words: int = 1024
-    classifier_hidden: int = 0
 
     def __post_init__(self) -> None:
         if self.pointer not in POINTERS:
@@ -54,8 +53,6 @@ class HeadSettings:
             raise ValueError(Errors.E011.format(n_layers=self.n_layers))
         if self.n_queries < 1:
             raise ValueError(Errors.E012.format(n_queries=self.n_queries))
-        if self.classifier_hidden < 0:
-            raise ValueError(Errors.E052.format(name="classifier_hidden", value=self.classifier_hidden))
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)

@@ -18,7 +18,7 @@ from spacy_piqn.settings import HeadSettings
 from spacy_piqn.torch_modules.common import unpacked_bilstm
 from spacy_piqn.torch_modules.head import PIQNHead, anchor_prior
 
-from .conftest import NESTED_DATA, REPO, SHARED_DATA, TINY_PIQN, make_examples, spans_of, train_tiny
+from .conftest import NESTED_DATA, REPO, SHARED_DATA, TINY_PIQN, make_examples
 
 CONFIGS = sorted((REPO / "configs").glob("*.cfg"))
 
@@ -115,28 +115,12 @@ def test_pointer_variants_give_boundary_logits_over_real_words(pointer, fusion):
         ({"pointer_fusion": "concat"}, r"^\[E007\] pointer_fusion must be one of .*got 'concat'"),
         ({"anchor_strength": -1.0}, r"^\[E008\] anchor_strength must be >= 0, got -1.0"),
         ({"width": 31}, r"^\[E009\] hidden_width must be even"),
-        ({"classifier_hidden": -1}, r"^\[E052\] classifier_hidden must be >= 0, got -1"),
     ],
 )
 def test_invalid_head_settings_are_clear_errors(setting, message):
     """Each bad setting raises with its own code and names the setting (pointer: tests/test_errors.py)."""
     with pytest.raises(ValueError, match=message):
         HeadSettings(**setting)
-
-
-def test_a_hidden_classifier_layer_learns_and_round_trips(tmp_path):
-    """classifier_hidden puts a hidden layer of that width before the class logits: a tiny pipeline with it
-    learns the nested data, and a saved pipeline loads with the layer and predicts the same spans."""
-    config = {**TINY_PIQN, "model": {"head": {**TINY_PIQN["model"]["head"], "classifier_hidden": 24}}}
-    nlp, examples = train_tiny(config=config)
-    classifier = _module(nlp).classifier
-    assert classifier.hidden.out_features == 24 and classifier.out.in_features == 24
-    assert nlp.evaluate(examples)["spans_sc_f"] == 1.0
-    nlp.to_disk(tmp_path / "p")
-    loaded = spacy.load(tmp_path / "p")
-    assert _module(loaded).classifier.hidden.out_features == 24
-    docs = [eg.predicted for eg in examples]
-    assert [spans_of(d) for d in nlp.pipe(docs)] == [spans_of(d) for d in loaded.pipe(docs)]
 
 
 def test_weight_averages_reach_the_torch_head():

@@ -209,26 +209,15 @@ class EntityPointer(nn.Module):
 
 class EntityClassifier(nn.Module):
     """Types each query's entity from the query, a query→word cross-attention and the
-    boundary-weighted sums of the words (index 0 is the "None" class), through a linear layer
-    (PIQN's) or, with ``hidden`` > 0, a hidden ReLU layer of that width first."""
+    boundary-weighted sums of the words (index 0 is the "None" class)."""
 
-    def __init__(
-        self,
-        width: int,
-        n_heads: int,
-        n_classes: int,
-        dropout: float,
-        cls_dropout: float,
-        pointer: str,
-        hidden: int = 0,
-    ):
+    def __init__(self, width: int, n_heads: int, n_classes: int, dropout: float, cls_dropout: float, pointer: str):
         super().__init__()
         self.pointer = pointer
         self.query_proj = nn.Linear(width, width)
         self.cross = nn.MultiheadAttention(width, n_heads, dropout=dropout, batch_first=True)
         self.dropout = nn.Dropout(cls_dropout)
-        self.hidden = nn.Linear(3 * width, hidden) if hidden else None
-        self.out = nn.Linear(hidden or 3 * width, n_classes)
+        self.out = nn.Linear(3 * width, n_classes)
 
     def forward(
         self,
@@ -243,10 +232,7 @@ class EntityClassifier(nn.Module):
         q = q + attended
         left = boundary_probs(left_logits, self.pointer) @ words
         right = boundary_probs(right_logits, self.pointer) @ words
-        features = F.relu(self.dropout(torch.cat([q, left, right], dim=-1)))
-        if self.hidden is not None:
-            features = F.relu(self.hidden(features))
-        return self.out(features)
+        return self.out(F.relu(self.dropout(torch.cat([q, left, right], dim=-1))))
 
 
 class PIQNHead(nn.Module):
@@ -291,9 +277,7 @@ class PIQNHead(nn.Module):
         self.anchor_strength = s.anchor_strength
         self.left = EntityPointer(s.width, s.pointer_width or s.width, s.pointer_fusion)
         self.right = EntityPointer(s.width, s.pointer_width or s.width, s.pointer_fusion)
-        self.classifier = EntityClassifier(
-            s.width, s.n_heads, n_classes, s.dropout, s.classifier_dropout, s.pointer, s.classifier_hidden
-        )
+        self.classifier = EntityClassifier(s.width, s.n_heads, n_classes, s.dropout, s.classifier_dropout, s.pointer)
         for module in self.modules():
             if not isinstance(module, (nn.LSTM, nn.MultiheadAttention)):
                 init_weights(module)
