@@ -68,7 +68,11 @@ def decode_windows(
     boundary_threshold: float = 0.0,
 ) -> List[Candidates]:
     """Candidates of every doc, in doc coordinates, from the probabilities of all windows:
-    p_class (B, M, C) and p_left/p_right (B, M, n) with n the longest window (padding ignored)."""
+    p_class (B, M, C) and p_left/p_right (B, M, n) with n the longest window (padding ignored).
+
+    Where windows of a long sentence overlap, each span is taken from the window that owns its
+    centre (``owned_spans``): a window cut through an entity sees only part of it and may point at
+    the part, while the neighbour that owns it sees it whole."""
     found: List[List[Candidates]] = [[] for _ in range(n_docs)]
     for b, window in enumerate(windows):
         n = window.end - window.start
@@ -82,7 +86,34 @@ def decode_windows(
         np.zeros((0,), dtype=np.int64),
         np.zeros((0,), dtype=np.float32),
     )
+    for doc, doc_windows in _by_doc(windows).items():
+        found[doc] = [
+            tuple(part[owned_spans(cand[0], cand[1], doc_windows, k)] for part in cand)  # type: ignore[misc]
+            for k, cand in enumerate(found[doc])
+        ]
     return [tuple(np.concatenate(part) for part in zip(*parts)) if parts else empty for parts in found]  # type: ignore[misc]
+
+
+def _by_doc(windows: Sequence[Window]) -> dict:
+    by_doc: dict = {}
+    for window in windows:
+        by_doc.setdefault(window.doc, []).append(window)
+    return by_doc
+
+
+def owned_spans(starts: np.ndarray, ends: np.ndarray, windows: Sequence[Window], k: int) -> np.ndarray:
+    """Mask of the spans [starts, ends) of ``windows[k]`` (one doc's windows, in order) to keep.
+
+    Consecutive windows split their overlap at its middle, so every token position belongs to one
+    window's core; a span is kept from the window whose core holds its centre, or from any window
+    that has it whole when that one does not. Spans up to ``size - stride`` tokens always lie whole
+    in their owner; windows that do not overlap (sentences) own all their tokens."""
+    # Core borders in doubled coordinates (2·position), so that centres (start + end) stay integers.
+    borders = np.array([windows[i - 1].end + windows[i].start for i in range(1, len(windows))], dtype=np.int64)
+    owner = np.searchsorted(borders, starts + ends, side="right")
+    owner_start = np.array([w.start for w in windows], dtype=np.int64)[owner]
+    owner_end = np.array([w.end for w in windows], dtype=np.int64)[owner]
+    return (owner == k) | (starts < owner_start) | (ends > owner_end)
 
 
 def keep_candidates(

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from spacy_piqn.decoding import decode_queries, decode_windows, filter_candidates
+from spacy_piqn.decoding import decode_queries, decode_windows, filter_candidates, owned_spans
 
 
 def one_hot(n, i, hi=0.9, lo=0.01):
@@ -82,3 +82,54 @@ def test_decode_windows_puts_candidates_in_doc_coordinates():
     found = decode_windows(p_class, p_left, p_right, windows, n_docs=3)
     assert [f[0].tolist() for f in found] == [[1], [5], []]
     assert [f[1].tolist() for f in found] == [[3], [7], []]
+
+
+def test_overlapping_windows_take_each_span_from_the_window_that_owns_its_centre():
+    from spacy_piqn.windows import Window
+
+    # One sentence cut into [0, 16) and [8, 24): the overlap [8, 16) splits at 12.
+    windows = [Window(0, 0, 16), Window(0, 8, 24)]
+    starts, ends = np.array([9, 2, 0, 9]), np.array([16, 6, 16, 13])
+    # From the first window: [9, 16) is the second's (centre 12.5), which has it whole; [2, 6) and
+    # [0, 16) are the first's; [9, 13) (centre 11) is the first's too.
+    assert owned_spans(starts, ends, windows, 0).tolist() == [False, True, True, True]
+    # From the second: [8, 12) is a piece of an entity cut at the window's left edge (centre 10, the
+    # first window's); [10, 24) and [12, 14) are its own.
+    starts, ends = np.array([8, 10, 12]), np.array([12, 24, 14])
+    assert owned_spans(starts, ends, windows, 1).tolist() == [False, True, True]
+
+
+def test_a_span_is_kept_where_its_owner_cannot_see_it_whole():
+    from spacy_piqn.windows import Window
+
+    windows = [Window(0, 0, 20), Window(0, 5, 8)]
+    # Centre 15.5 lies in the second window's core (from 12.5 on), which does not hold [12, 19).
+    assert owned_spans(np.array([12]), np.array([19]), windows, 0).tolist() == [True]
+
+
+def test_sentence_windows_own_all_their_tokens():
+    from spacy_piqn.windows import Window
+
+    windows = [Window(0, 0, 5), Window(0, 5, 9), Window(0, 9, 12)]
+    for k, w in enumerate(windows):
+        starts = np.array([w.start, w.start, w.end - 1])
+        ends = np.array([w.end, w.start + 1, w.end])
+        assert owned_spans(starts, ends, windows, k).all()
+
+
+def test_decode_windows_drops_the_cut_piece_and_keeps_the_whole_entity():
+    from spacy_piqn.windows import Window
+
+    # A doc of 24 tokens, windows [0, 16) and [8, 24); the entity is [6, 11). The first window sees
+    # it whole, the second only from its left edge ([8, 11)); a second entity [18, 20) is the
+    # second window's alone.
+    p_class = np.array([[[0.1, 0.9], [0.9, 0.1]], [[0.2, 0.8], [0.1, 0.9]]])
+    p_left = np.zeros((2, 2, 16))
+    p_right = np.zeros((2, 2, 16))
+    p_left[0, 0, 6], p_right[0, 0, 10] = 1.0, 1.0
+    p_left[0, 1, 0], p_right[0, 1, 0] = 1.0, 1.0
+    p_left[1, 0, 0], p_right[1, 0, 2] = 1.0, 1.0
+    p_left[1, 1, 10], p_right[1, 1, 11] = 1.0, 1.0
+    windows = [Window(0, 0, 16), Window(0, 8, 24)]
+    starts, ends, types, scores = decode_windows(p_class, p_left, p_right, windows, n_docs=1)[0]
+    assert sorted(zip(starts.tolist(), ends.tolist())) == [(6, 11), (18, 20)]
