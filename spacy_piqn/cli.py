@@ -360,6 +360,9 @@ def format_scores(scores: dict[str, Any]) -> str:
     for key, value in rows:
         shown = f"{'-':>8}" if value is None else (f"{value:8.0f} words/s" if key == "speed" else f"{value * 100:8.2f}")
         lines.append(f"  {key:<{width}}  {shown}")
+    for key, counts in scores.items():
+        if key.endswith("_errors") and isinstance(counts, dict):
+            lines.append(f"{key}: " + ", ".join(f"{name} {n:,}" for name, n in counts.items()))
     for key, per_type in scores.items():
         if not key.endswith("_per_type") or not isinstance(per_type, dict) or not per_type:
             continue

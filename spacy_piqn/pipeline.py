@@ -35,8 +35,8 @@ DEFAULT_MODEL_CONFIG = """
 
 [model.windows]
 @misc = "spacy-piqn.token_windows.v2"
-size = 128
-stride = 96
+size = 32
+stride = 16
 context = 16
 
 [model.head]

@@ -17,8 +17,14 @@ PIQN reports three micro-averaged P/R/F triples. They are computed here over
   Precision is correctly typed predictions over the predictions whose
   boundaries equal those of some gold span; recall is correctly typed
   predictions over all gold spans, and so always equals strict recall.
+* **Errors** (``spans_<key>_errors``): counts that say where the F goes. Each
+  prediction is ``correct`` (a gold span), ``wrong_type`` (gold boundaries, no
+  gold span with its label there), ``wrong_boundaries`` (overlaps a gold span
+  without matching its boundaries) or ``spurious`` (overlaps none); ``missed``
+  counts the gold spans no prediction overlaps. A model that finds too few
+  entities shows it in ``missed``, one that confuses types in ``wrong_type``.
 
-All three share spaCy's conventions. Spans form a set per doc (duplicates
+All of them share spaCy's conventions. Spans form a set per doc (duplicates
 collapse), counts are summed over docs before dividing (micro average),
 predictions are mapped onto the reference tokens with
 ``Example.get_aligned_spans_x2y(..., allow_overlap=True)`` (a prediction that
@@ -50,7 +56,8 @@ def piqn_score(examples: Iterable[Example], *, spans_key: str = "sc", **kwargs: 
     **kwargs: Ignored. ``Pipe.score`` passes the whole component cfg (labels,
         thresholds, ...) here.
     RETURNS (Dict[str, Any]): ``spans_<key>_p/_r/_f/_per_type``,
-        ``spans_<key>_loc_p/_loc_r/_loc_f`` and ``spans_<key>_cls_p/_cls_r/_cls_f``.
+        ``spans_<key>_loc_p/_loc_r/_loc_f``, ``spans_<key>_cls_p/_cls_r/_cls_f`` and
+        ``spans_<key>_errors``.
     """
     examples = list(examples)
     attr = f"spans_{spans_key}"
@@ -83,7 +90,33 @@ def piqn_score(examples: Iterable[Example], *, spans_key: str = "sc", **kwargs: 
     scores[f"{attr}_cls_p"] = _or_none(cls, cls.precision)
     scores[f"{attr}_cls_r"] = _or_none(cls, cls.recall)
     scores[f"{attr}_cls_f"] = _or_none(cls, cls.fscore)
+    scores[f"{attr}_errors"] = _error_counts(examples, spans_key)
     return scores
+
+
+def _error_counts(examples: Iterable[Example], spans_key: str) -> Dict[str, int]:
+    """What became of every prediction and which gold spans nothing overlaps (the module docstring, "Errors")."""
+    counts = dict.fromkeys(("correct", "wrong_type", "wrong_boundaries", "spurious", "missed"), 0)
+    for eg in examples:
+        if spans_key not in eg.reference.spans:
+            continue
+        gold = {(s.start, s.end, s.label_) for s in eg.reference.spans[spans_key]}
+        gold_bounds = {(start, end) for start, end, _ in gold}
+        aligned = eg.get_aligned_spans_x2y(eg.predicted.spans.get(spans_key, []), allow_overlap=True)
+        predicted = {(s.start, s.end, s.label_) for s in aligned}
+        for start, end, label in predicted:
+            if (start, end, label) in gold:
+                counts["correct"] += 1
+            elif (start, end) in gold_bounds:
+                counts["wrong_type"] += 1
+            elif any(start < g_end and g_start < end for g_start, g_end in gold_bounds):
+                counts["wrong_boundaries"] += 1
+            else:
+                counts["spurious"] += 1
+        counts["missed"] += sum(
+            not any(start < p_end and p_start < end for p_start, p_end, _ in predicted) for start, end, _ in gold
+        )
+    return counts
 
 
 def _classification_counts(examples: Iterable[Example], spans_key: str) -> PRFScore:

@@ -28,6 +28,8 @@ def test_evaluate_prints_scores_speed_in_words_per_second_and_a_table_per_type(m
     lines = result.output.splitlines()
     assert re.fullmatch(r"  speed +\d+ words/s", next(line for line in lines if line.lstrip().startswith("speed")))
     assert f"  spans_sc_loc_f  {scores['spans_sc_loc_f'] * 100:8.2f}" in lines
+    errors = scores["spans_sc_errors"]
+    assert "spans_sc_errors: " + ", ".join(f"{name} {n:,}" for name, n in errors.items()) in lines
     header = lines.index("spans_sc_per_type (%):")
     assert lines[header + 1].split() == ["type", "P", "R", "F"]
     per_type = scores["spans_sc_per_type"]

@@ -70,7 +70,20 @@ def test_output_keys(vocab):
     assert set(scores) == {
         "spans_sc_p", "spans_sc_r", "spans_sc_f", "spans_sc_per_type",
         "spans_sc_loc_p", "spans_sc_loc_r", "spans_sc_loc_f",
-        "spans_sc_cls_p", "spans_sc_cls_r", "spans_sc_cls_f",
+        "spans_sc_cls_p", "spans_sc_cls_r", "spans_sc_cls_f", "spans_sc_errors",
+    }  # fmt: skip
+
+
+def test_error_counts_say_what_became_of_each_prediction_and_gold_span():
+    vocab = Vocab()
+    words = ["a", "b", "c", "d", "e", "f", "g", "h"]
+    gold = [(0, 2, "DNA"), (0, 1, "protein"), (3, 4, "RNA"), (6, 8, "DNA")]
+    # (0,1,protein) correct; (0,2,RNA) right boundaries, wrong type; (3,5,RNA) overlaps (3,4) without matching it;
+    # (5,6,DNA) overlaps nothing; (6,8) is overlapped by nothing: missed. (0,2) is overlapped, so not missed.
+    pred = [(0, 1, "protein"), (0, 2, "RNA"), (3, 5, "RNA"), (5, 6, "DNA")]
+    scores = piqn_score([make_example(vocab, gold, pred, words=words)])
+    assert scores["spans_sc_errors"] == {
+        "correct": 1, "wrong_type": 1, "wrong_boundaries": 1, "spurious": 1, "missed": 1,
     }  # fmt: skip
 
 
