@@ -87,6 +87,8 @@ def decode_windows(
         np.zeros((0,), dtype=np.float32),
     )
     for doc, doc_windows in _by_doc(windows).items():
+        if all(a.end <= b.start for a, b in zip(doc_windows, doc_windows[1:])):
+            continue  # sentence windows only: each owns all its spans
         found[doc] = [
             tuple(part[owned_spans(cand[0], cand[1], doc_windows, k)] for part in cand)  # type: ignore[misc]
             for k, cand in enumerate(found[doc])

@@ -38,7 +38,7 @@ prediction has gold boundaries, just as strict precision is ``0.0`` when
 nothing was predicted.
 """
 
-from typing import Any, Dict, Iterable, Optional
+from typing import Any, Dict, Iterable, Iterator, Optional, Set, Tuple
 
 from spacy.scorer import PRFScore, Scorer
 from spacy.tokens import Doc
@@ -97,13 +97,7 @@ def piqn_score(examples: Iterable[Example], *, spans_key: str = "sc", **kwargs: 
 def _error_counts(examples: Iterable[Example], spans_key: str) -> Dict[str, int]:
     """What became of every prediction and which gold spans nothing overlaps (the module docstring, "Errors")."""
     counts = dict.fromkeys(("correct", "wrong_type", "wrong_boundaries", "spurious", "missed"), 0)
-    for eg in examples:
-        if spans_key not in eg.reference.spans:
-            continue
-        gold = {(s.start, s.end, s.label_) for s in eg.reference.spans[spans_key]}
-        gold_bounds = {(start, end) for start, end, _ in gold}
-        aligned = eg.get_aligned_spans_x2y(eg.predicted.spans.get(spans_key, []), allow_overlap=True)
-        predicted = {(s.start, s.end, s.label_) for s in aligned}
+    for gold, gold_bounds, predicted in _scored_docs(examples, spans_key):
         for start, end, label in predicted:
             if (start, end, label) in gold:
                 counts["correct"] += 1
@@ -128,18 +122,24 @@ def _classification_counts(examples: Iterable[Example], spans_key: str) -> PRFSc
     fn: gold spans not predicted with their label.
     """
     counts = PRFScore()
-    for eg in examples:
-        if spans_key not in eg.reference.spans:
-            continue
-        gold = {(s.start, s.end, s.label_) for s in eg.reference.spans[spans_key]}
-        gold_bounds = {(start, end) for start, end, _ in gold}
-        aligned = eg.get_aligned_spans_x2y(eg.predicted.spans.get(spans_key, []), allow_overlap=True)
-        localized = {(s.start, s.end, s.label_) for s in aligned if (s.start, s.end) in gold_bounds}
+    for gold, gold_bounds, predicted in _scored_docs(examples, spans_key):
+        localized = {span for span in predicted if span[:2] in gold_bounds}
         correct = localized & gold
         counts.tp += len(correct)
         counts.fp += len(localized - correct)
         counts.fn += len(gold - correct)
     return counts
+
+
+def _scored_docs(examples: Iterable[Example], spans_key: str) -> Iterator[Tuple[Set, Set, Set]]:
+    """Per scored doc (its reference has ``spans_key``): gold (start, end, label), gold (start, end) and the
+    predictions as (start, end, label) on the reference tokens."""
+    for eg in examples:
+        if spans_key not in eg.reference.spans:
+            continue
+        gold = {(s.start, s.end, s.label_) for s in eg.reference.spans[spans_key]}
+        aligned = eg.get_aligned_spans_x2y(eg.predicted.spans.get(spans_key, []), allow_overlap=True)
+        yield gold, {(start, end) for start, end, _ in gold}, {(s.start, s.end, s.label_) for s in aligned}
 
 
 def _or_none(counts: PRFScore, value: float) -> Optional[float]:
