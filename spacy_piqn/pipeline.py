@@ -34,10 +34,12 @@ DEFAULT_MODEL_CONFIG = """
 @architectures = "spacy-piqn.PIQN.v2"
 
 [model.windows]
-@misc = "spacy-piqn.token_windows.v2"
+@misc = "spacy-piqn.token_windows.v3"
 size = 32
 stride = 16
 context = 16
+predict_size = 16
+predict_stride = 8
 
 [model.head]
 @architectures = "spacy-piqn.PIQNHead.v1"

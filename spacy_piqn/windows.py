@@ -8,7 +8,7 @@ carry context: words around it that the head reads but never predicts on.
 """
 
 import logging
-from typing import Callable, Iterable, List, NamedTuple, Tuple
+from typing import Callable, Iterable, List, NamedTuple, Optional, Tuple
 
 from spacy.pipeline import Sentencizer
 from spacy.tokens import Doc
@@ -38,7 +38,8 @@ class Window(NamedTuple):
         return self.end + self.right_context
 
 
-GetWindows = Callable[[List[Doc]], List[Window]]
+# Called as get_windows(docs, is_train): training and prediction may cut docs differently.
+GetWindows = Callable[..., List[Window]]
 
 
 def split_range(start: int, end: int, size: int, stride: int) -> List[Tuple[int, int]]:
@@ -68,8 +69,14 @@ def _check_sizes(size: int, stride: int) -> None:
         raise ValueError(Errors.E016.format(stride=stride, size=size))
 
 
-@registry.misc("spacy-piqn.token_windows.v2")
-def configure_token_windows(size: int = 128, stride: int = 96, context: int = 0) -> GetWindows:
+@registry.misc("spacy-piqn.token_windows.v3")
+def configure_token_windows(
+    size: int = 128,
+    stride: int = 96,
+    context: int = 0,
+    predict_size: Optional[int] = None,
+    predict_stride: Optional[int] = None,
+) -> GetWindows:
     """One window per sentence (a longer sentence is cut into windows of at most ``size`` tokens).
 
     Sentences end where spaCy's ``sentencizer`` rule ends them and where a component before this one
@@ -83,23 +90,37 @@ def configure_token_windows(size: int = 128, stride: int = 96, context: int = 0)
     context (int): tokens of the surrounding doc on each side of a window that the head reads
         (BiLSTM and word-level layers) but never predicts on; 0: none. The official code reads the
         neighbouring sentences the same way.
+    predict_size, predict_stride (Optional[int]): ``size`` and ``stride`` when predicting (evaluation
+        included); None: as in training. Shorter windows at prediction give each window's queries fewer
+        entities to share, while training keeps the longer windows it learns faster from.
     """
     _check_sizes(size, stride)
+    predict_size = size if predict_size is None else predict_size
+    predict_stride = stride if predict_stride is None else predict_stride
+    _check_sizes(predict_size, predict_stride)
     if context < 0:
         raise ValueError(Errors.E055.format(context=context))
     rule = Sentencizer()
 
-    def get_windows(docs: List[Doc]) -> List[Window]:
+    def get_windows(docs: List[Doc], is_train: bool = False) -> List[Window]:
+        cut_size, cut_stride = (size, stride) if is_train else (predict_size, predict_stride)
         windows = []
         for i, doc in enumerate(docs):
             if len(doc) == 0:
                 continue
-            for start, end in _cut(sentence_stretches(doc, rule), size, stride):
+            for start, end in _cut(sentence_stretches(doc, rule), cut_size, cut_stride):
                 left, right = min(context, start), min(context, len(doc) - end)
                 windows.append(Window(i, start, end, left, right))
         return windows
 
     return get_windows
+
+
+@registry.misc("spacy-piqn.token_windows.v2")
+def configure_token_windows_v2(size: int = 128, stride: int = 96, context: int = 0) -> GetWindows:
+    """``spacy-piqn.token_windows.v3`` with the same windows in training and prediction (pipelines
+    trained before v3)."""
+    return configure_token_windows(size, stride, context)
 
 
 @registry.misc("spacy-piqn.token_windows.v1")
@@ -113,7 +134,7 @@ def configure_token_windows_v1(size: int = 128, stride: int = 96, use_sents: boo
     _check_sizes(size, stride)
     warned = []
 
-    def get_windows(docs: List[Doc]) -> List[Window]:
+    def get_windows(docs: List[Doc], is_train: bool = False) -> List[Window]:
         windows = []
         for i, doc in enumerate(docs):
             if len(doc) == 0:

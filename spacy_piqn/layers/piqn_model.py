@@ -73,7 +73,7 @@ def init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
 
 def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[PIQNOutput, Callable]:
     tok2vec, head = model.layers
-    windows: List[Window] = model.attrs["get_windows"](docs)
+    windows: List[Window] = model.attrs["get_windows"](docs, is_train=is_train)
     if not windows:
         return _empty(windows)
     vectors, backprop_tok2vec = tok2vec(docs, is_train)
@@ -118,7 +118,7 @@ def init_query_transformer(model: Model, X: Optional[List[Doc]] = None, Y=None) 
 
 def forward_query_transformer(model: Model, docs: List[Doc], is_train: bool) -> Tuple[PIQNOutput, Callable]:
     encoder, head = model.layers
-    windows: List[Window] = model.attrs["get_windows"](docs)
+    windows: List[Window] = model.attrs["get_windows"](docs, is_train=is_train)
     if not windows:
         return _empty(windows)
     # The encoder reads its own context (context_words) around the predicted words.
