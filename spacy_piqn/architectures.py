@@ -110,7 +110,7 @@ def build_piqn_model(
         ``spacy.Tok2Vec.v2``, a ``spacy-transformers.TransformerListener.v1`` to a shared
         transformer, or an embedded ``spacy-transformers.Tok2VecTransformer.v3``.
     windows (Callable[[List[Doc]], List[Window]]): how docs are cut into the stretches the head
-        predicts on (``spacy-piqn.token_windows.v2``: sentences, with optional context).
+        predicts on (``spacy-piqn.token_windows.v3``: sentences, with optional context).
     head (Model): a ``spacy-piqn.PIQNHead.v1``.
     """
     return build_piqn(tok2vec, head, windows)
@@ -149,7 +149,7 @@ def build_query_transformer_model(
         window these are the neighbouring sentences, as in PIQN.
     max_length (int): the longest subword sequence, special tokens included (capped at the
         model's own limit). Context is trimmed to fit; window words are never dropped, so the
-        windows (``spacy-piqn.token_windows.v2`` size) must stay under max_length - 2
+        windows (``spacy-piqn.token_windows.v3`` size, predict_size) must stay under max_length - 2
         subwords: 128 tokens is safe for 512 unless the text splits into many subwords. A
         window that does not fit raises an error naming its doc and tokens.
     mixed_precision (bool): autocast the transformer on CUDA (ignored on CPU).
@@ -190,7 +190,7 @@ def build_piqn_query_transformer_model(
 
     encoder (Model): a ``spacy-piqn.QueryTransformer.v1``.
     windows (Callable[[List[Doc]], List[Window]]): how docs are cut into windows
-        (``spacy-piqn.token_windows.v2``); every window must fit the encoder's max_length. The
+        (``spacy-piqn.token_windows.v3``); every window must fit the encoder's max_length. The
         encoder reads its own context (``context_words``).
     head (Model): a ``spacy-piqn.PIQNHead.v1`` with the encoder's n_queries. Its query content
         comes from the encoder (its common_embedding has no effect), and its lr_scale applies to

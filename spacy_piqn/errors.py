@@ -50,7 +50,7 @@ class Errors:
 
     # decoding.py, windows.py, callbacks.py
     E015 = "[E015] decoding must be one of {modes}, got {value!r}."
-    E016 = "[E016] token_windows needs 0 < stride <= size, got stride={stride}, size={size}."
+    E016 = "[E016] token_windows needs 0 < {p}stride <= {p}size, got {p}stride={stride}, {p}size={size}."
     E017 = "[E017] freeze_transformer.v1 needs steps >= 0, got {steps}."
     E018 = (
         "[E018] [training.before_update] spacy-piqn.freeze_transformer.v1 found no "
@@ -84,7 +84,7 @@ class Errors:
         "[E026] QueryTransformer: Doc {doc} of the batch, tokens {start}-{end}: this window's "
         "{n_tokens} tokens make {n_subwords} subwords, but the transformer takes at most {limit} "
         "(max_length {max_length} minus 2 special tokens), and window words are never dropped. Use "
-        "smaller windows: lower [components.piqn.model.windows] size (spacy-piqn.token_windows.v2) so "
+        "smaller windows: lower [components.piqn.model.windows] size and predict_size (spacy-piqn.token_windows.v3) so "
         "that every window stays under max_length subwords."
     )
 
@@ -277,7 +277,7 @@ class Warnings:
     W004 = (
         "[W004] Doc {doc} has no sentence boundaries, so spacy-piqn.token_windows.v1 reads it in windows of "
         "{size} tokens that mix sentences, while PIQN learned one sentence per window: it finds fewer entities "
-        "there. Use spacy-piqn.token_windows.v2 (it finds sentences itself), or add a sentencizer before the "
+        "there. Use spacy-piqn.token_windows.v3 (it finds sentences itself), or add a sentencizer before the "
         'component: nlp.add_pipe("sentencizer", first=True).'
     )
 

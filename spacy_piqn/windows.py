@@ -64,9 +64,9 @@ def sentence_stretches(doc: Doc, rule: Sentencizer) -> List[Tuple[int, int]]:
     return list(zip(ordered, ordered[1:] + [len(doc)]))
 
 
-def _check_sizes(size: int, stride: int) -> None:
+def _check_sizes(size: int, stride: int, prefix: str = "") -> None:
     if not 0 < stride <= size:
-        raise ValueError(Errors.E016.format(stride=stride, size=size))
+        raise ValueError(Errors.E016.format(p=prefix, stride=stride, size=size))
 
 
 @registry.misc("spacy-piqn.token_windows.v3")
@@ -92,12 +92,12 @@ def configure_token_windows(
         neighbouring sentences the same way.
     predict_size, predict_stride (Optional[int]): ``size`` and ``stride`` when predicting (evaluation
         included); None: as in training. Shorter windows at prediction give each window's queries fewer
-        entities to share, while training keeps the longer windows it learns faster from.
+        entities to find; the training windows that suit best depend on the corpus (docs/configuration.md).
     """
     _check_sizes(size, stride)
     predict_size = size if predict_size is None else predict_size
     predict_stride = stride if predict_stride is None else predict_stride
-    _check_sizes(predict_size, predict_stride)
+    _check_sizes(predict_size, predict_stride, "predict_")
     if context < 0:
         raise ValueError(Errors.E055.format(context=context))
     rule = Sentencizer()

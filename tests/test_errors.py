@@ -61,6 +61,12 @@ def test_token_windows_stride_larger_than_size():
         configure_token_windows(size=4, stride=8)
 
 
+def test_token_windows_prediction_stride_larger_than_size():
+    message = r"^\[E016\] token_windows needs 0 < predict_stride <= predict_size, got predict_stride=8, predict_size=4"
+    with pytest.raises(ValueError, match=message):
+        configure_token_windows(size=32, stride=16, predict_size=4, predict_stride=8)
+
+
 def test_unknown_component_setting_is_named():
     import spacy
 

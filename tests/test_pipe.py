@@ -390,3 +390,20 @@ def test_ordered_warmup_trains_then_hands_over_to_matching(monkeypatch):
     assert len(ordered) == nlp.get_pipe("piqn").n_updates > 20
     assert ordered == [True] * 20 + [False] * (len(ordered) - 20)
     assert nlp.evaluate(examples)["spans_sc_f"] == 1.0
+
+
+def test_prediction_windows_apart_from_training_windows():
+    """token_windows.v3: the model cuts docs into training windows in begin_update and into the (shorter)
+    prediction windows in predict, so evaluation and nlp() read what predict_size says."""
+    nlp = spacy.blank("en")
+    windows = {"@misc": "spacy-piqn.token_windows.v3", "size": 8, "stride": 4, "predict_size": 4, "predict_stride": 2}
+    nlp.add_pipe("piqn", config={**TINY_PIQN, "model": {**TINY_PIQN["model"], "windows": windows}})
+    examples = make_examples(nlp, [("a b c d e f g h i j", [(2, 4, "X")])])
+    nlp.initialize(lambda: examples)
+    model = nlp.get_pipe("piqn").model
+    docs = [eg.predicted for eg in examples]
+    trained, _ = model.begin_update(docs)
+    assert [(w.start, w.end) for w in trained.windows] == [(0, 8), (4, 10)]
+    assert [(w.start, w.end) for w in model.predict(docs).windows] == [(0, 4), (2, 6), (4, 8), (6, 10)]
+    doc = nlp("a b c d e f g h i j")
+    assert all(0 <= s.start < s.end <= 10 for s in doc.spans["sc"])
