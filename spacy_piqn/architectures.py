@@ -109,7 +109,7 @@ def build_piqn_model(
     tok2vec (Model[List[Doc], List[Floats2d]]): the word encoder, run over whole docs: a
         ``spacy.Tok2Vec.v2``, a ``spacy-transformers.TransformerListener.v1`` to a shared
         transformer, or an embedded ``spacy-transformers.Tok2VecTransformer.v3``.
-    windows (Callable[[List[Doc]], List[Window]]): how docs are cut into the stretches the head
+    windows (Callable[[List[Doc], bool], List[Window]]): (docs, is_train) → the stretches the head
         predicts on (``spacy-piqn.token_windows.v3``: sentences, with optional context).
     head (Model): a ``spacy-piqn.PIQNHead.v1``.
     """
@@ -189,7 +189,7 @@ def build_piqn_query_transformer_model(
     transformer (``spacy-piqn.QueryTransformer.v1``), which reads each window with its context.
 
     encoder (Model): a ``spacy-piqn.QueryTransformer.v1``.
-    windows (Callable[[List[Doc]], List[Window]]): how docs are cut into windows
+    windows (Callable[[List[Doc], bool], List[Window]]): (docs, is_train) → windows
         (``spacy-piqn.token_windows.v3``); every window must fit the encoder's max_length. The
         encoder reads its own context (``context_words``).
     head (Model): a ``spacy-piqn.PIQNHead.v1`` with the encoder's n_queries. Its query content
