@@ -384,9 +384,10 @@ def speed_tables(rows: List[Dict[str, Any]], facts: List[Dict[str, Any]], notes:
             continue
         ref = notes.add(footnotes, describe([row], "the harness's timing of the run, under the load it recorded"))
         load = row.get("load_avg_1m", {}).get("infer_start")
+        units = row.get("units", "sentences")  # infer_sents_per_s counts Docs
         out.append(
             f"| inference, memory{ref} | `{row['system']}` | {row['infer_sents_per_s']} / "
-            f"{row.get('train_peak_rss_mb', 0):,.0f} / {row.get('infer_peak_rss_mb', 0):,.0f} | sentences/s / peak RSS "
+            f"{row.get('train_peak_rss_mb', 0):,.0f} / {row.get('infer_peak_rss_mb', 0):,.0f} | {units}/s / peak RSS "
             f"MB training / inference | {DATASETS.get(row['dataset'], row['dataset'])} {row['encoder']} dev, batch "
             f"{row.get('batch_size')}, {row.get('torch_threads')} threads, seed {row['seed']} of the "
             f"{budget_label(budget_key(row))} table; 1-minute load {load} | `{short(row['commit'])}`, "

@@ -727,8 +727,8 @@ def count(value: float | None) -> str:
 
 def markdown_table(results: list[RunResult]) -> str:
     header = (
-        "| dataset | encoder | system | P | R | F | loc F | cls F | steps (stop) | train s | sents/s | words/s "
-        "| encoder sents/s | peak RSS train / infer MB |"
+        "| dataset | encoder | system | P | R | F | loc F | cls F | steps (stop) | train s | Docs/s | words/s "
+        "| encoder Docs/s | peak RSS train / infer MB |"
     )
     rule = "|" + "|".join(["---"] * 3 + ["---:"] * 11) + "|"
     rows = [header, rule]
@@ -839,7 +839,7 @@ def run_command(args: argparse.Namespace) -> None:
                 curves[(dataset, encoder, system)] = curve
                 with args.results.open("a", encoding="utf8") as f:
                     f.write(json.dumps(result.row()) + "\n")
-                print(f"[{dataset}/{encoder}/{system}] F {pct(result.f)}, {count(result.infer_sents_per_s)} sents/s; "
+                print(f"[{dataset}/{encoder}/{system}] F {pct(result.f)}, {count(result.infer_sents_per_s)} Docs/s; "
                       f"appended to {args.results}", flush=True)  # fmt: skip
     table = markdown_table(results)
     print()
