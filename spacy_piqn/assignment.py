@@ -4,6 +4,7 @@ Each gold entity gets a share of Q slots, and the M queries are matched to the s
 Hungarian algorithm on the cost −(w_c·P_type + w_b·(P_left + P_right)). Repeated slots of one
 entity are identical columns, so the solver spreads each entity over distinct queries.
 
+``fixed_assignment`` is the paper's static assignment (its "w/o dynamic LA" ablation);
 ``ordered_assignment`` is a static alternative for the first updates: queries in index order
 take the entities in text order, which breaks the symmetry between freshly initialized queries.
 """
@@ -63,6 +64,19 @@ def assign_queries(
     cost = assignment_cost(p_class, p_left, p_right, gold[slots], class_weight, boundary_weight)
     rows, cols = linear_sum_assignment(cost)
     return rows.astype(np.int64), slots[cols]
+
+
+def fixed_assignment(gold: np.ndarray, n_slots: int, n_queries: int) -> Tuple[np.ndarray, np.ndarray]:
+    """The paper's static assignment: query i takes slot i, the slots being the entities in text
+    order (by left, then right boundary) repeated as ``slot_targets`` gives them; queries past the
+    slots learn "None". The same queries every update, whatever they predict (the official code's
+    ``order`` matcher). Returns (query indices, gold indices) like ``assign_queries``."""
+    slots = slot_targets(len(gold), n_slots, n_queries)
+    if len(slots) == 0:
+        empty = np.zeros((0,), dtype=np.int64)
+        return empty, empty
+    by_position = np.lexsort((gold[:, 2], gold[:, 1]))
+    return np.arange(len(slots), dtype=np.int64), by_position[slots].astype(np.int64)
 
 
 def ordered_assignment(

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from thinc.api import torch2xp, xp2torch
 
-from .assignment import assign_queries, ordered_assignment
+from .assignment import assign_queries, fixed_assignment, ordered_assignment
 from .settings import LossSettings
 from .torch_modules.head import boundary_loss, boundary_probs
 
@@ -136,11 +136,14 @@ def piqn_loss(
 
     left/right (L, B, M, n) and classes (L, B, M, C) are logits; lengths the real word count of each
     window; gold[b] an int array (G_b, 3) of (class id >= 1, left, right), inclusive word indices.
-    ``ordered``: the static assignment instead of Hungarian matching on each layer."""
+    ``ordered``: the warm-up's static assignment instead of Hungarian matching on each layer;
+    ``weights.static_assignment``: the paper's static assignment on every update."""
     n_layers, _, n_queries, n_words = left.shape
     device = left.device
     word_mask = torch.arange(n_words, device=device)[None, :] < torch.as_tensor(lengths, device=device)[:, None]
     static = static_match(gold, weights.n_slots, n_queries) if ordered else None
+    if weights.static_assignment:
+        static = [fixed_assignment(window_gold, weights.n_slots, n_queries) for window_gold in gold]
     total = left.new_zeros(())
     for layer in range(n_layers):
         indices = (

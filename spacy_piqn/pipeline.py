@@ -98,6 +98,7 @@ def make_piqn(
     set_ents: bool,
     scorer: Optional[Callable],
     ordered_warmup_updates: int = DL.ordered_warmup_updates,
+    static_assignment: bool = DL.static_assignment,
     label_smoothing: float = DL.label_smoothing,
     merge_nested_duplicates: bool = DD.merge_nested_duplicates,
     merge_keep_ratio: float = DD.merge_keep_ratio,
@@ -114,6 +115,8 @@ def make_piqn(
     ordered_warmup_updates (int): the first this many updates of a training process assign
         queries to gold statically (queries in index order take the entities in text order)
         instead of by Hungarian matching. 0: Hungarian from the start, as in PIQN.
+    static_assignment (bool): never match: query i takes the i-th slot of the entities in text
+        order on every update (the paper's "w/o dynamic label assignment" ablation).
     label_smoothing (float): share of each query's class target spread over all classes.
     class_threshold (float): keep a query's entity only if its class probability is above this.
     boundary_threshold (float): ... and both boundary probabilities are above this.

@@ -81,8 +81,10 @@ class LossSettings:
     loss_class_weight: float = 8.0
     loss_boundary_weight: float = 2.0
     # The first this many updates of a training process assign queries statically (in text order)
-    # instead of by Hungarian matching; a very large value is the paper's static-assignment ablation.
+    # instead of by Hungarian matching, to break the symmetry of fresh queries.
     ordered_warmup_updates: int = 0
+    # Never match: query i always takes the i-th slot (the paper's "w/o dynamic LA" ablation).
+    static_assignment: bool = False
     # Share of the class target spread over all classes ("None" included): softer types.
     label_smoothing: float = 0.0
 

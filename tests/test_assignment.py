@@ -3,7 +3,7 @@ from itertools import permutations
 import numpy as np
 import pytest
 
-from spacy_piqn.assignment import assign_queries, assignment_cost, ordered_assignment, slot_targets
+from spacy_piqn.assignment import assign_queries, assignment_cost, fixed_assignment, ordered_assignment, slot_targets
 
 
 def brute_force_min(cost: np.ndarray) -> float:
@@ -76,4 +76,18 @@ def test_ordered_assignment_gives_entities_in_text_order_to_queries_in_index_ord
 
 def test_ordered_assignment_without_gold():
     queries, targets = ordered_assignment(np.zeros((0, 3), dtype=np.int64), n_slots=30, n_queries=60)
+    assert len(queries) == len(targets) == 0
+
+
+def test_fixed_assignment_gives_query_i_the_ith_slot_in_text_order():
+    """The paper's static assignment: entities sorted by position, repeated to Q slots (e1 e2 e3 e1 e2 ...),
+    query i takes slot i; the same whatever the queries predict."""
+    gold = np.array([[2, 7, 8], [1, 0, 3], [3, 0, 1]])  # text order: row 2 (0-1), row 1 (0-3), row 0 (7-8)
+    queries, targets = fixed_assignment(gold, n_slots=7, n_queries=10)
+    assert queries.tolist() == list(range(7))
+    assert targets.tolist() == [2, 1, 0, 2, 1, 0, 2]
+    # More gold than slots: one each; more than queries: the first M in text order.
+    queries, targets = fixed_assignment(gold, n_slots=1, n_queries=2)
+    assert queries.tolist() == [0, 1] and targets.tolist() == [2, 1]
+    queries, targets = fixed_assignment(np.zeros((0, 3), dtype=np.int64), n_slots=7, n_queries=10)
     assert len(queries) == len(targets) == 0

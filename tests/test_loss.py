@@ -70,6 +70,15 @@ def test_static_assignment_is_shared_by_all_layers():
     assert len(supervised[0]) == 2 and supervised[0] == supervised[1] == supervised[2]
 
 
+def test_paper_static_assignment_supervises_the_first_queries_whatever_they_predict():
+    gold = [np.array([[1, 0, 2], [2, 3, 4]])]
+    for seed in range(3):
+        left, right, classes = head_outputs(n_windows=1, n_layers=2, seed=seed)
+        piqn_loss(left, right, classes, [6], gold, LossSettings(n_slots=3, static_assignment=True)).backward()
+        for layer in range(2):
+            assert np.flatnonzero(left.grad[layer, 0].abs().sum(-1) > 0).tolist() == [0, 1, 2]
+
+
 def test_none_weight_balances_matched_and_none_queries():
     assert none_class_weight(12, 48) == 12 / 36
     assert none_class_weight(0, 48) == 1.0  # entity-free batch: no 0/0
