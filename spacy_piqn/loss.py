@@ -141,9 +141,11 @@ def piqn_loss(
     n_layers, _, n_queries, n_words = left.shape
     device = left.device
     word_mask = torch.arange(n_words, device=device)[None, :] < torch.as_tensor(lengths, device=device)[:, None]
-    static = static_match(gold, weights.n_slots, n_queries) if ordered else None
+    static = None
     if weights.static_assignment:
         static = [fixed_assignment(window_gold, weights.n_slots, n_queries) for window_gold in gold]
+    elif ordered:
+        static = static_match(gold, weights.n_slots, n_queries)
     total = left.new_zeros(())
     for layer in range(n_layers):
         indices = (
