@@ -111,6 +111,44 @@ def test_project_file_is_consistent(tmp_path):
     assert "2cd9b65a9ed462ffa40116f5df4231ae708952e8" in genia_asset["url"]
 
 
+@pytest.mark.parametrize(
+    "workflow, expected",
+    [
+        ("conll03", {"piqn.decoding": "flat", "piqn.model.windows.size": 128, "piqn.model.windows.stride": 96}),
+        (
+            "germeval2014",
+            {"piqn.label_smoothing": 0.2, "piqn.model.windows.size": 128, "piqn.model.windows.predict_size": 128},
+        ),
+    ],
+)
+def test_dataset_workflows_train_their_measured_recipe(tmp_path, workflow, expected):
+    """A dataset's workflow trains with the settings its bench rows measured, each overriding a key the config has."""
+    from spacy.cli._util import parse_config_overrides
+    from spacy.util import load_config, load_model_from_config
+
+    config = load_project_config(copy_project(tmp_path), overrides={"vars.dataset": workflow})
+    commands = {command["name"]: command for command in config["commands"]}
+    (train,) = [step for step in config["workflows"][workflow] if step.startswith("train")]
+    assert train == f"train-{workflow}"
+    assert commands[train]["outputs"] == commands["train"]["outputs"]  # evaluate and package read the same model
+    args = commands[train]["script"][0].split()
+    config_args = [
+        arg
+        for i, option in enumerate(args[:-1])
+        if option.startswith("--") and "." in option
+        for arg in args[i : i + 2]
+    ]
+    overrides = parse_config_overrides(config_args)  # --paths.* and --components.*, not --output or --gpu-id
+    # Built with validation: a key the factory or architecture does not take fails here, not silently in training.
+    config = load_config(REPO / "configs" / "piqn_tok2vec.cfg", overrides=overrides)
+    trained = load_model_from_config(config, auto_fill=True, validate=True).config["components"]
+    for dotted, value in expected.items():
+        section = trained
+        for key in dotted.split("."):
+            section = section[key]
+        assert section == value, dotted
+
+
 def test_smoke_workflow(tmp_path):
     """`spacy project run smoke` converts the sample, trains, evaluates and renders on CPU."""
     root = copy_project(tmp_path)
