@@ -112,21 +112,23 @@ def test_project_file_is_consistent(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "workflow, expected",
+    "workflow, lang, expected",
     [
-        ("conll03", {"piqn.decoding": "flat", "piqn.model.windows.size": 128, "piqn.model.windows.stride": 96}),
+        ("conll03", "en", {"piqn.decoding": "flat", "piqn.model.windows.size": 128, "piqn.model.windows.stride": 96}),
         (
             "germeval2014",
+            "de",
             {"piqn.label_smoothing": 0.2, "piqn.model.windows.size": 128, "piqn.model.windows.predict_size": 128},
         ),
     ],
 )
-def test_dataset_workflows_train_their_measured_recipe(tmp_path, workflow, expected):
-    """A dataset's workflow trains with the settings its bench rows measured, each overriding a key the config has."""
+def test_dataset_workflows_train_their_measured_recipe(tmp_path, workflow, lang, expected):
+    """A dataset's workflow trains with the settings its bench rows measured, each overriding a key the config has,
+    in the language given as --vars.lang, whose prefix the package step then uses."""
     from spacy.cli._util import parse_config_overrides
     from spacy.util import load_config, load_model_from_config
 
-    config = load_project_config(copy_project(tmp_path), overrides={"vars.dataset": workflow})
+    config = load_project_config(copy_project(tmp_path), overrides={"vars.dataset": workflow, "vars.lang": lang})
     commands = {command["name"]: command for command in config["commands"]}
     (train,) = [step for step in config["workflows"][workflow] if step.startswith("train")]
     assert train == f"train-{workflow}"
@@ -141,7 +143,13 @@ def test_dataset_workflows_train_their_measured_recipe(tmp_path, workflow, expec
     overrides = parse_config_overrides(config_args)  # --paths.* and --components.*, not --output or --gpu-id
     # Built with validation: a key the factory or architecture does not take fails here, not silently in training.
     config = load_config(REPO / "configs" / "piqn_tok2vec.cfg", overrides=overrides)
-    trained = load_model_from_config(config, auto_fill=True, validate=True).config["components"]
+    nlp = load_model_from_config(config, auto_fill=True, validate=True)
+    assert nlp.lang == lang
+    # German abbreviations stay one token (English splits "bzw." and reads "im" as "I'm").
+    assert [t.text for t in nlp.make_doc("bzw. im")] == (["bzw.", "im"] if lang == "de" else ["bzw", ".", "i", "m"])
+    package_output = commands["package"]["outputs"][0]
+    assert package_output.startswith(f"packages/{lang}_piqn_{workflow}-")
+    trained = nlp.config["components"]
     for dotted, value in expected.items():
         section = trained
         for key in dotted.split("."):
