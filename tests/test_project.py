@@ -118,7 +118,12 @@ def test_project_file_is_consistent(tmp_path):
         (
             "germeval2014",
             "de",
-            {"piqn.label_smoothing": 0.2, "piqn.model.windows.size": 128, "piqn.model.windows.predict_size": 128},
+            {
+                "piqn.label_smoothing": 0.2,
+                "piqn.model.windows.size": 128,
+                "piqn.model.windows.predict_size": 128,
+                "tok2vec.model.embed.rows": [10000, 2000, 5000, 5000],
+            },
         ),
     ],
 )
