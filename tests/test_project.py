@@ -145,7 +145,7 @@ def test_dataset_workflows_train_their_measured_recipe(tmp_path, workflow, lang,
         if option.startswith("--") and "." in option
         for arg in args[i : i + 2]
     ]
-    overrides = parse_config_overrides(config_args)  # --paths.* and --components.*, not --output or --gpu-id
+    overrides = parse_config_overrides(config_args)  # --paths.*, --nlp.lang, --components.*; not --output or --gpu-id
     # Built with validation: a key the factory or architecture does not take fails here, not silently in training.
     config = load_config(REPO / "configs" / "piqn_tok2vec.cfg", overrides=overrides)
     nlp = load_model_from_config(config, auto_fill=True, validate=True)
