@@ -81,9 +81,9 @@ def build_piqn_head(
         one rate per pipeline): e.g. 20 with a transformer at 5e-5 gives the freshly initialized
         head 1e-3. With a query-carrying encoder, its instance queries learn at this scale too.
 
-    dropout, classifier_dropout and max_padded_words may change when a trained pipeline is loaded
-    (``spacy.load(path, config=...)``); the others are part of what the model learned, and a
-    load-time config that contradicts them is an error.
+    dropout, classifier_dropout, max_padded_words, mixed_precision and lr_scale may change when a
+    trained pipeline is loaded (``spacy.load(path, config=...)``); the others are part of what the
+    model learned, and a load-time config that contradicts them is an error.
     """
     settings = HeadSettings(
         width=hidden_width,

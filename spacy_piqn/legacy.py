@@ -42,9 +42,11 @@ def build_piqn_model_v1(
     """``spacy-piqn.PIQN.v2`` with a ``spacy-piqn.PIQNHead.v1`` of these settings (``head_lr_scale`` is
     the head's ``lr_scale``)."""
     head = build_piqn_head(
-        hidden_width, n_queries, n_layers, n_heads, pointer, anchor_strength, pointer_fusion, pointer_width,
-        lstm_layers, dropout, classifier_dropout, query_interaction, common_embedding, max_padded_words,
-        mixed_precision, head_lr_scale,
+        hidden_width=hidden_width, n_queries=n_queries, n_layers=n_layers, n_heads=n_heads, pointer=pointer,
+        anchor_strength=anchor_strength, pointer_fusion=pointer_fusion, pointer_width=pointer_width,
+        lstm_layers=lstm_layers, dropout=dropout, classifier_dropout=classifier_dropout,
+        query_interaction=query_interaction, common_embedding=common_embedding, max_padded_words=max_padded_words,
+        mixed_precision=mixed_precision, lr_scale=head_lr_scale,
     )  # fmt: skip
     return build_piqn_model(tok2vec, windows, head)
 
@@ -71,8 +73,10 @@ def build_piqn_query_transformer_model_v1(
     """``spacy-piqn.PIQNQueryTransformer.v2`` with a ``spacy-piqn.PIQNHead.v1`` of these settings and the
     encoder's n_queries."""
     head = build_piqn_head(
-        hidden_width, encoder.attrs["n_queries"], n_layers, n_heads, pointer, anchor_strength, pointer_fusion,
-        pointer_width, lstm_layers, dropout, classifier_dropout, query_interaction, False, max_padded_words,
-        mixed_precision, head_lr_scale,
+        hidden_width=hidden_width, n_queries=encoder.attrs["n_queries"], n_layers=n_layers, n_heads=n_heads,
+        pointer=pointer, anchor_strength=anchor_strength, pointer_fusion=pointer_fusion, pointer_width=pointer_width,
+        lstm_layers=lstm_layers, dropout=dropout, classifier_dropout=classifier_dropout,
+        query_interaction=query_interaction, common_embedding=False, max_padded_words=max_padded_words,
+        mixed_precision=mixed_precision, lr_scale=head_lr_scale,
     )  # fmt: skip
     return build_piqn_query_transformer_model(encoder, windows, head)

@@ -57,6 +57,24 @@ def test_add_pipe_default_equals_an_explicit_architecture_block(version):
     assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
 
 
+def test_v1_block_passes_each_setting_to_its_own_head_argument():
+    """A spacy-piqn.PIQN.v1 block's head_lr_scale is the head's lr_scale and its other settings land where they
+    belong (by name, so that head arguments added later cannot shift them)."""
+    nlp = spacy.blank("en")
+    nlp.add_pipe("piqn")
+    block = {
+        "@architectures": "spacy-piqn.PIQN.v1",
+        "tok2vec": nlp.config["components"]["piqn"]["model"]["tok2vec"],
+        "windows": {"@misc": "spacy-piqn.token_windows.v1"},
+        "head_lr_scale": 20.0,
+        "n_queries": 7,
+        "max_padded_words": 64,
+    }
+    head = spacy.blank("en").add_pipe("piqn", config={"model": block}).model.get_ref("head")
+    assert head.attrs["lr_scale"] == 20.0 and head.attrs["mixed_precision"] is False
+    assert head_settings(head) == HeadSettings(n_queries=7, max_padded_words=64)
+
+
 def test_anchor_prior_points_each_query_at_its_part_of_the_window():
     mask = torch.tensor([[True] * 10, [True] * 5 + [False] * 5])
     bias = anchor_prior(mask, n_queries=10, strength=8.0)
