@@ -39,7 +39,6 @@ def build_piqn_head(
     query_interaction: bool = D.query_interaction,
     common_embedding: bool = D.common_embedding,
     max_padded_words: int = D.max_padded_words,
-    right_given_left: bool = D.right_given_left,
     mixed_precision: bool = False,
     lr_scale: float = 1.0,
 ) -> Model:
@@ -69,9 +68,6 @@ def build_piqn_head(
     classifier_dropout (float): dropout on the entity classifier's input (PIQN uses 0.5).
     query_interaction (bool): whether queries attend to each other (the paper's ablation: off).
     common_embedding (bool): add a shared "query type" vector to every query's content.
-    right_given_left (bool): the right pointer reads each query together with the words its left
-        pointer points at, and is biased against words before them (log P(left <= word)); false:
-        the two pointers are independent, as in the paper.
     max_padded_words (int): the head runs a batch's windows in groups of similar length, each
         padded to at most this many words (a longer window runs alone), instead of padding every
         window to the batch's longest; 0: one group. Outputs do not change (up to float rounding);
@@ -100,7 +96,6 @@ def build_piqn_head(
         query_interaction=query_interaction,
         common_embedding=common_embedding,
         max_padded_words=max_padded_words,
-        right_given_left=right_given_left,
     )
     return build_torch_head(settings, mixed_precision=mixed_precision, lr_scale=lr_scale)
 

@@ -36,7 +36,6 @@ class HeadSettings:
     classifier_dropout: float = 0.5
     query_interaction: bool = True
     common_embedding: bool = True
-    right_given_left: bool = False
     max_padded_words: int = 1024
 
     def __post_init__(self) -> None:

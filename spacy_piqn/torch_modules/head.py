@@ -278,14 +278,9 @@ class PIQNHead(nn.Module):
         self.left = EntityPointer(s.width, s.pointer_width or s.width, s.pointer_fusion)
         self.right = EntityPointer(s.width, s.pointer_width or s.width, s.pointer_fusion)
         self.classifier = EntityClassifier(s.width, s.n_heads, n_classes, s.dropout, s.classifier_dropout, s.pointer)
-        self.left_to_right = nn.Linear(s.width, s.width) if s.right_given_left else None
         for module in self.modules():
             if not isinstance(module, (nn.LSTM, nn.MultiheadAttention)):
                 init_weights(module)
-        if self.left_to_right is not None:
-            # Zero: training starts from independent pointers.
-            nn.init.zeros_(self.left_to_right.weight)
-            nn.init.zeros_(self.left_to_right.bias)
 
     def encode_words(self, windows: List[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
         """Pad the windows and run the BiLSTM so that padding never leaks in (packed on a GPU;
@@ -359,7 +354,7 @@ class PIQNHead(nn.Module):
             if all_layers or last:
                 targets = words if target_index is None or last else gather_words(words, target_index)
                 left = self.left(targets, state, target_mask, prior)
-                right = self.right_pointer(targets, state, target_mask, prior, left)
+                right = self.right(targets, state, target_mask, prior)
                 lefts.append(left)
                 rights.append(right)
                 classes.append(self.classifier(targets, state, target_mask, left, right))
@@ -367,25 +362,6 @@ class PIQNHead(nn.Module):
         if all_layers:
             return left, right, logits
         return boundary_probs(left, self.pointer), boundary_probs(right, self.pointer), torch.softmax(logits, -1)
-
-    def right_pointer(
-        self,
-        words: torch.Tensor,
-        state: torch.Tensor,
-        word_mask: torch.Tensor,
-        prior: Optional[torch.Tensor],
-        left: torch.Tensor,
-    ) -> torch.Tensor:
-        """Right boundary logits; with ``right_given_left``, each query first takes in the words its
-        left pointer points at, and words before them are pushed down by log P(left <= word): where
-        an entity ends depends on where it starts, which two independent pointers cannot see."""
-        if self.left_to_right is None:
-            return self.right(words, state, word_mask, prior)
-        p_left = torch.softmax(left.float(), -1)
-        state = state + self.left_to_right(p_left.to(words.dtype) @ words)
-        right = self.right(words, state, word_mask, prior)
-        started = torch.log(torch.cumsum(p_left, -1).clamp(min=1e-6))
-        return right + started.to(right.dtype)
 
 
 def predicted_words(spans: Optional[torch.Tensor], mask: torch.Tensor) -> Tuple[Optional[torch.Tensor], torch.Tensor]:
