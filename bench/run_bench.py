@@ -948,6 +948,54 @@ def raw_command(args: argparse.Namespace) -> None:
         args.output.write_text(json.dumps(result, indent=2), encoding="utf8")
 
 
+def span_groups(span, seen: set[str]) -> list[str]:
+    """The groups of ``breakdown`` a span falls in: all, its length in words (4 = 4 or more), seen or unseen (whether
+    its lowercased text is an entity anywhere in training)."""
+    length = {1: "1 word", 2: "2 words", 3: "3 words"}.get(len(span), "4+ words")
+    return ["all", length, "seen" if span.text.lower() in seen else "unseen"]
+
+
+def breakdown_counts(pairs, seen: set[str]) -> dict[str, list[int]]:
+    """Per group of ``span_groups``: [correct predictions, predictions, correct gold spans, gold spans] over
+    (predicted doc, reference doc) pairs on the same tokens; a prediction is correct if start, end and label match."""
+    counts: dict[str, list[int]] = {}
+    for predicted, reference in pairs:
+        gold = {(s.start, s.end, s.label_) for s in reference.spans[SPANS_KEY]}
+        found = {(s.start, s.end, s.label_) for s in predicted.spans.get(SPANS_KEY, [])}
+        for spans, doc, total, hits in ((found, predicted, 1, 0), (gold, reference, 3, 2)):
+            other = gold if total == 1 else found
+            for start, end, label in spans:
+                for group in span_groups(doc[start:end], seen):
+                    row = counts.setdefault(group, [0, 0, 0, 0])
+                    row[total] += 1
+                    row[hits] += (start, end, label) in other
+    return counts
+
+
+def breakdown_command(args: argparse.Namespace) -> None:
+    """P / R / F of pipelines on DATA by gold span length and by whether the span's text is an entity in TRAIN:
+    where one system gains or loses against another."""
+    import spacy
+
+    seen = {s.text.lower() for doc in read_gold_docs(args.train, spacy.blank("xx").vocab) for s in doc.spans[SPANS_KEY]}
+    tables = {}
+    for model in args.models:
+        nlp = load_pipeline(model, args.threads)
+        examples = gold_examples(nlp, args.data)
+        predicted = nlp.pipe((eg.predicted for eg in examples), batch_size=args.batch_size)
+        tables[model] = breakdown_counts(zip(predicted, (eg.reference for eg in examples)), seen)
+    first = tables[args.models[0]]
+    print("| gold spans | " + " | ".join(f"{model} P / R / F" for model in args.models) + " |")
+    print("|---|" + "---|" * len(args.models))
+    for group in sorted(first, key=lambda g: (g != "all", not g[0].isdigit(), g)):
+        cells = []
+        for model in args.models:
+            tp, n_pred, hits, n_gold = tables[model].get(group, [0, 0, 0, 0])
+            p, r = 100 * tp / max(n_pred, 1), 100 * hits / max(n_gold, 1)
+            cells.append(f"{p:.1f} / {r:.1f} / {2 * p * r / max(p + r, 1e-9):.1f}")
+        print(f"| {group} ({first[group][3]}) | " + " | ".join(cells) + " |")
+
+
 # ------------------------------------------------------------------------------------- other measurements
 
 
@@ -1189,6 +1237,14 @@ def main(argv: list[str] | None = None) -> None:
     raw.add_argument("--batch-size", type=int, default=64)
     raw.add_argument("--output", type=Path)
     raw.set_defaults(func=raw_command)
+
+    brk = sub.add_parser("breakdown", help="P / R / F of pipelines by gold span length and seen / unseen in training")
+    brk.add_argument("data", type=Path, help=".spacy DocBin or JSONL with gold tokens and spans (e.g. dev)")
+    brk.add_argument("train", type=Path, help="the training data, for which entities count as seen")
+    brk.add_argument("models", type=Path, nargs="+")
+    brk.add_argument("--threads", type=int, default=2)
+    brk.add_argument("--batch-size", type=int, default=256)
+    brk.set_defaults(func=breakdown_command)
 
     mem = sub.add_parser("memory", help="RSS of one pipeline while it processes many docs")
     mem.add_argument("model", type=Path)
