@@ -45,6 +45,7 @@ import json
 import os
 import platform
 import random
+import re
 import subprocess
 import sys
 import time
@@ -862,11 +863,25 @@ def infer_command(args: argparse.Namespace) -> None:
         args.output.write_text(json.dumps(measured), encoding="utf8")
 
 
+# Tokens written without a space before them (closing punctuation), and after them (opening brackets).
+CLOSING = re.compile(r"^[,.;:)\]?!%]+$")
+OPENING = {"(", "["}
+
+
+def written_spaces(words: Sequence[str]) -> list[bool]:
+    """Whether a space follows each word when gold tokens are written as text: none before closing punctuation
+    or after an opening bracket (``(``, ``NF-kappa``, ``B``, ``)``, ``.`` → ``(NF-kappa B).``)."""
+    return [
+        i + 1 < len(words) and word not in OPENING and not CLOSING.match(words[i + 1]) for i, word in enumerate(words)
+    ]
+
+
 def raw_text_scores(model: Path, jsonl: Path, group: str, threads: int, batch_size: int) -> dict[str, Any]:
     """How a pipeline does on running text: strict P/R/F of the same gold sentences fed one per Doc, in
     multi-sentence Docs with and without sentence starts (gold tokens), and as plain text (``nlp(text)``, the
     pipeline's own tokenizer; predictions scored where they align with the gold tokens), whole and one sentence
-    per text, which separates what the tokenizer costs from what running text costs. ``group``: "documents"
+    per text, which separates what the tokenizer costs from what running text costs; and whole as written
+    (``written_spaces``: punctuation attached, as in the source text). ``group``: "documents"
     (the doc-id file beside ``jsonl``) or a number of consecutive sentences per Doc."""
     from spacy.tokens import Doc, Span
     from spacy.training import Example
@@ -886,14 +901,15 @@ def raw_text_scores(model: Path, jsonl: Path, group: str, threads: int, batch_si
         size = int(group)
         groups = [list(range(i, min(i + size, len(rows)))) for i in range(0, len(rows), size)]
 
-    def reference(members: list[int], sent_starts: bool) -> Doc:
+    def reference(members: list[int], sent_starts: bool, written: bool = False) -> Doc:
         words, starts, spans = [], [], []
         for i in members:
             offset = len(words)
             words += rows[i]["tokens"]
             starts += [True] + [False] * (len(rows[i]["tokens"]) - 1)
             spans += [(e["start"] + offset, e["end"] + offset, e["label"]) for e in rows[i]["entities"]]
-        doc = Doc(nlp.vocab, words=words, sent_starts=starts if sent_starts else None)
+        spaces = written_spaces(words) if written else None
+        doc = Doc(nlp.vocab, words=words, spaces=spaces, sent_starts=starts if sent_starts else None)
         doc.spans["sc"] = [Span(doc, a, b, label=label) for a, b, label in spans]
         return doc
 
@@ -916,6 +932,7 @@ def raw_text_scores(model: Path, jsonl: Path, group: str, threads: int, batch_si
         }
 
     with_starts = [reference(m, True) for m in groups]
+    written = [reference(m, True, written=True) for m in groups]
     sentences = [reference([i], True) for i in range(len(rows))]
 
     def tokens(doc: Doc) -> Doc:
@@ -933,6 +950,7 @@ def raw_text_scores(model: Path, jsonl: Path, group: str, threads: int, batch_si
         "docs_without_sentence_starts": score(with_starts, [tokens(d) for d in with_starts]),
         "plain_text": score(with_starts, [d.text for d in with_starts]),
         "plain_text_one_sentence_per_doc": score(sentences, [d.text for d in sentences]),
+        "text_as_written": score(written, [d.text for d in written]),
     }
 
 

@@ -280,6 +280,17 @@ class Warnings:
         "there. Use spacy-piqn.token_windows.v3 (it finds sentences itself), or add a sentencizer before the "
         'component: nlp.add_pipe("sentencizer", first=True).'
     )
+    W005 = (
+        "[W005] The pipeline's tokenizer splits {n} of the {total} hyphenated words in the training data "
+        "({word!r} → {pieces}), which keeps them whole: nlp(text) will give the model tokens it did not train on "
+        '(on GENIA this costs 9 F). Keep them whole: [nlp.tokenizer] @tokenizers = "spacy-piqn.Tokenizer.v1", '
+        "split_hyphens = false."
+    )
+    W006 = (
+        "[W006] The training data splits hyphenated words ({n} lone hyphens between words, almost no word with "
+        "one inside), but the pipeline's tokenizer keeps them whole, so an entity inside one ('German' in "
+        "'German-born') cannot be found in nlp(text). Split them: [nlp.tokenizer] split_hyphens = true."
+    )
 
     # -----------------------------------------------------------------------------------------------------
     # W100-W199: convert.py, logged on the "spacy_piqn" logger as "FILE:LINE: [W1xx] ..." and counted in the

@@ -1,4 +1,4 @@
-"""bench/run_bench.py breakdown: P / R / F by gold span length and seen / unseen, counted per group."""
+"""bench/run_bench.py: ``breakdown``'s counts by span length and seen / unseen; ``raw``'s text as written."""
 
 import sys
 from pathlib import Path
@@ -31,3 +31,9 @@ def test_breakdown_counts_each_span_in_its_length_and_seen_groups():
     assert counts["seen"] == [1, 1, 1, 1]
     assert counts["unseen"] == [1, 3, 1, 2]
     assert "4+ words" not in counts
+
+
+def test_raw_writes_gold_tokens_as_text_with_punctuation_attached():
+    words = ["(", "NF-kappa", "B", ")", ".", "In", "T", "cells", ",", "IL-2", "[", "1", "]", ";", "ok"]
+    doc = Doc(spacy.blank("en").vocab, words=words, spaces=run_bench.written_spaces(words))
+    assert doc.text == "(NF-kappa B). In T cells, IL-2 [1]; ok"

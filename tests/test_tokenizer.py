@@ -1,0 +1,115 @@
+"""spacy-piqn.Tokenizer.v1 (hyphenated words kept whole) and the W005 / W006 checks of the training data."""
+
+import logging
+
+import pytest
+import spacy
+from spacy.tokens import Doc
+from spacy.util import load_config, registry
+
+from spacy_piqn.tokenizer import MIN_EVIDENCE, create_piqn_tokenizer, hyphen_mismatch
+
+from .conftest import REPO, TINY_PIQN, make_examples, spans_of
+
+TEXT = "(NF-kappa B). A well-known c-fos/c-jun 1996-08-30 T-cell's 3-4, e.g. U.S. don't"
+
+
+def tokens(nlp, text=TEXT):
+    return [t.text for t in nlp(text)]
+
+
+def test_split_hyphens_false_keeps_hyphenated_words_and_every_other_rule():
+    nlp = spacy.blank("en")
+    default = tokens(nlp)
+    assert create_piqn_tokenizer()(nlp).infix_finditer is not None
+    nlp.tokenizer = create_piqn_tokenizer(split_hyphens=True)(nlp)
+    assert tokens(nlp) == default
+    nlp.tokenizer = create_piqn_tokenizer(split_hyphens=False)(nlp)
+    kept = tokens(nlp)
+    assert kept == [
+        "(", "NF-kappa", "B", ")", ".", "A", "well-known", "c-fos", "/", "c-jun", "1996", "-", "08", "-", "30",
+        "T-cell", "'s", "3", "-", "4", ",", "e.g.", "U.S.", "do", "n't",
+    ]  # fmt: skip
+    # Only the hyphenated words differ from spaCy's rules.
+    split_only = ["NF", "kappa", "well", "known", "c", "fos", "c", "jun", "T", "cell"]
+    assert [t for t in default if t not in kept] == split_only
+
+
+def test_languages_that_keep_hyphenated_words_are_unchanged():
+    nlp = spacy.blank("de")
+    text = "Baden-Württemberg und die SPD-Fraktion (Berlin-Mitte)."
+    default = tokens(nlp, text)
+    nlp.tokenizer = create_piqn_tokenizer(split_hyphens=False)(nlp)
+    assert tokens(nlp, text) == default
+
+
+def test_the_rules_round_trip_through_disk_and_config(tmp_path):
+    config = spacy.blank("en").config
+    config["nlp"]["tokenizer"] = {"@tokenizers": "spacy-piqn.Tokenizer.v1", "split_hyphens": False}
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True)
+    assert tokens(nlp, "NF-kappa B") == ["NF-kappa", "B"]
+    nlp.to_disk(tmp_path / "pipeline")
+    loaded = spacy.load(tmp_path / "pipeline")
+    assert loaded.config["nlp"]["tokenizer"]["split_hyphens"] is False
+    assert tokens(loaded) == tokens(nlp)
+
+
+@pytest.mark.parametrize("name", ["piqn_tok2vec", "piqn_trf_listener", "piqn_trf", "piqn_paper"])
+def test_shipped_configs_keep_hyphenated_words_whole(name):
+    config = load_config(REPO / "configs" / f"{name}.cfg", interpolate=False)
+    make = registry.resolve({"tokenizer": config["nlp"]["tokenizer"]})["tokenizer"]
+    assert [t.text for t in make(spacy.blank("en"))("T-cell lines.")] == ["T-cell", "lines", "."]
+
+
+def corpus(nlp, sentence: str, n: int):
+    return [Doc(nlp.vocab, words=sentence.split()) for _ in range(n)]
+
+
+def test_hyphen_mismatch_names_the_setting_that_matches_the_corpus():
+    nlp = spacy.blank("en")
+    whole = corpus(nlp, "NF-kappa B binds T-cell DNA .", MIN_EVIDENCE)
+    split = corpus(nlp, "a well - known German - born actor", MIN_EVIDENCE)
+    message = hyphen_mismatch(nlp, whole)
+    assert message is not None and message.startswith("[W005]")
+    assert f"splits {2 * MIN_EVIDENCE} of the {2 * MIN_EVIDENCE} hyphenated words" in message
+    assert hyphen_mismatch(nlp, split) is None
+    nlp.tokenizer = create_piqn_tokenizer(split_hyphens=False)(nlp)
+    assert hyphen_mismatch(nlp, whole) is None
+    message = hyphen_mismatch(nlp, split)
+    assert message is not None and message.startswith("[W006]") and f"({2 * MIN_EVIDENCE} lone hyphens" in message
+    # Too little evidence, or a corpus with both (dashes between words in a corpus that keeps words whole): silence.
+    assert hyphen_mismatch(spacy.blank("en"), corpus(nlp, "NF-kappa B", MIN_EVIDENCE - 1)) is None
+    assert hyphen_mismatch(nlp, split + corpus(nlp, "Reuters - T-cell and c-fos", MIN_EVIDENCE)) is None
+
+
+def test_initialize_warns_when_the_tokenizer_splits_the_corpus_words(caplog):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("piqn", config=TINY_PIQN)
+    examples = make_examples(nlp, [("NF-kappa B binds the IL-2 gene in T-cell lines .", [(0, 2, "protein")])] * 10)
+    with caplog.at_level(logging.WARNING, logger="spacy_piqn"):
+        nlp.initialize(lambda: examples)
+    assert "[W005]" in caplog.text and "'NF-kappa' → NF - kappa" in caplog.text
+    caplog.clear()
+    nlp.tokenizer = create_piqn_tokenizer(split_hyphens=False)(nlp)
+    with caplog.at_level(logging.WARNING, logger="spacy_piqn"):
+        nlp.initialize(lambda: examples)
+    assert "W005" not in caplog.text
+
+
+def test_text_finds_what_the_gold_tokens_find_when_the_tokenizer_matches_them(trained_tiny):
+    """The tiny pipeline learned "NF-kappa" and "IL-2" as one token each: nlp(text) with hyphenated words kept whole
+    finds the spans it finds on the gold tokens, at the same characters."""
+    nlp, examples = trained_tiny
+    shared = nlp.tokenizer
+    nlp.tokenizer = create_piqn_tokenizer(split_hyphens=False)(nlp)
+    try:
+        for eg in examples:
+            gold_doc = nlp(Doc(nlp.vocab, words=[t.text for t in eg.reference]))
+            text_doc = nlp(gold_doc.text)
+            assert [t.text for t in text_doc] == [t.text for t in gold_doc]
+            assert [(s.start_char, s.end_char, s.label_) for s in text_doc.spans["sc"]] == [
+                (s.start_char, s.end_char, s.label_) for s in gold_doc.spans["sc"]
+            ]
+            assert spans_of(gold_doc) == spans_of(eg.reference)
+    finally:
+        nlp.tokenizer = shared
