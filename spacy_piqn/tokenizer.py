@@ -60,7 +60,8 @@ def hyphen_mismatch(nlp: Language, docs: Iterable[Doc]) -> Optional[str]:
                 split += 1
     n_whole = sum(whole.values())
     if n_whole >= MIN_EVIDENCE:
-        broken = {word: n for word, n in whole.items() if len(nlp.tokenizer(word)) > 1}
+        # Split at the hyphen, not merely at attached punctuation (a gold token "T-cell," is two tokens either way).
+        broken = {word: n for word, n in whole.items() if any(HYPHEN.match(t.text) for t in nlp.tokenizer(word))}
         if sum(broken.values()) * 2 > n_whole:
             example = max(broken, key=broken.__getitem__)
             pieces = " ".join(t.text for t in nlp.tokenizer(example))
