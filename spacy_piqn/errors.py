@@ -291,6 +291,17 @@ class Warnings:
         "one inside), but the pipeline's tokenizer keeps them whole, so an entity inside one ('German' in "
         "'German-born') cannot be found in nlp(text). Split them: [nlp.tokenizer] split_hyphens = true."
     )
+    W007 = (
+        "[W007] The training data splits the full stop off words that end in a capital letter, but the pipeline's "
+        "tokenizer keeps it on {n} of its {total} (e.g. {word!r}, as an initial), so an entity ending in such a word "
+        "at the end of a sentence cannot be found in nlp(text). Split it: [nlp.tokenizer] @tokenizers = "
+        '"spacy-piqn.Tokenizer.v1", split_capital_periods = true.'
+    )
+    W008 = (
+        "[W008] The training data keeps the full stop on initials (e.g. {word!r}), but the pipeline's tokenizer "
+        "splits {n} of its {total} of them: nlp(text) will give the model tokens it did not train on (on "
+        "CoNLL-03 this costs 1.3 F). Keep them: [nlp.tokenizer] split_capital_periods = false."
+    )
 
     # -----------------------------------------------------------------------------------------------------
     # W100-W199: convert.py, logged on the "spacy_piqn" logger as "FILE:LINE: [W1xx] ..." and counted in the

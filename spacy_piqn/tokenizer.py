@@ -4,18 +4,20 @@ A model trained on a corpus's own tokens finds most when ``nlp(text)`` makes the
 English rules split a hyphen between letters (``NF-kappa`` → ``NF``, ``-``, ``kappa``: OntoNotes' style),
 while GENIA and CoNLL-03 keep such words whole: on GENIA dev as text, models trained on the gold tokens score
 67.7 / 68.1 F through spaCy's rules and 76.7 / 76.6 with hyphenated words kept whole (77.0 / 76.7 on the gold
-tokens; docs/configuration.md, "Tokens"). ``hyphen_mismatch`` tells a user whose corpus and tokenizer disagree.
+tokens; docs/configuration.md, "Tokens"). Likewise spaCy keeps a period after a capital letter on the word, as an
+initial (``J. Smith``), where biomedical text ends a sentence with ``NF-kappa B.``: the entity's end then falls inside
+a token. ``hyphen_mismatch`` and ``period_mismatch`` tell a user whose corpus and tokenizer disagree.
 """
 
 import re
 from collections import Counter
 from typing import Callable, Iterable, Optional
 
-from spacy.lang.char_classes import HYPHENS
+from spacy.lang.char_classes import ALPHA_UPPER, HYPHENS
 from spacy.language import Language, create_tokenizer
 from spacy.tokenizer import Tokenizer
 from spacy.tokens import Doc
-from spacy.util import compile_infix_regex, registry
+from spacy.util import compile_infix_regex, compile_suffix_regex, registry
 
 from .errors import Warnings
 
@@ -23,17 +25,29 @@ from .errors import Warnings
 HYPHENATED = re.compile(rf"[^\W\d_](?:{HYPHENS})[^\W\d_]")
 # A token that is only a hyphen (between two words: the corpus splits hyphenated words, or writes a dash).
 HYPHEN = re.compile(rf"^(?:{HYPHENS})$")
+# A period after a capital letter, unless the capital follows a period (``U.S.``, ``Ph.D.``: chains of initials).
+PERIOD_AFTER_CAPITAL = rf"(?<=[{ALPHA_UPPER}])(?<!\.[{ALPHA_UPPER}])\."
+# A word ending in a capital that follows no capital or period (``B``, ``JunD``, ``IL-2R``; not ``DNA``, ``U.S``): the
+# words whose full stop ``split_capital_periods`` decides, in the corpus as separate tokens or attached (``J.``).
+ENDS_IN_CAPITAL = re.compile(rf"(?<![{ALPHA_UPPER}.])[{ALPHA_UPPER}]$")
+CAPITAL_PERIOD = re.compile(rf"(?<![{ALPHA_UPPER}.])[{ALPHA_UPPER}]\.$")
 # Fewer hyphenated words than this in the sample say nothing either way.
 MIN_EVIDENCE = 20
 
 
 @registry.tokenizers("spacy-piqn.Tokenizer.v1")
-def create_piqn_tokenizer(split_hyphens: bool = True) -> Callable[[Language], Tokenizer]:
-    """spaCy's tokenizer for the pipeline's language (``spacy.Tokenizer.v1``); with ``split_hyphens = false``
+def create_piqn_tokenizer(
+    split_hyphens: bool = True, split_capital_periods: bool = False
+) -> Callable[[Language], Tokenizer]:
+    """spaCy's tokenizer for the pipeline's language (``spacy.Tokenizer.v1``). With ``split_hyphens = false``
     it leaves out the language's infix rules that split at a hyphen, so ``T-cell`` stays one token (prefixes,
-    suffixes and the other infixes are unchanged: ``(NF-kappa B).`` → ``(``, ``NF-kappa``, ``B``, ``)``, ``.``).
-    Languages whose rules never split hyphenated words (German) are the same either way. The rules are saved
-    with the pipeline, as spaCy's own tokenizer's are."""
+    suffixes and the other infixes are unchanged: ``(NF-kappa B).`` → ``(``, ``NF-kappa``, ``B``, ``)``, ``.``);
+    languages whose rules never split hyphenated words (German) are the same either way. With
+    ``split_capital_periods = true`` it also splits the period off a word that ends in a capital letter
+    (``NF-kappa B.``, ``JunD.``), which spaCy keeps as an initial: ``J. Smith`` becomes ``J``, ``.``, ``Smith``,
+    whose entity still aligns, while a kept ``B.`` puts the end of ``NF-kappa B`` inside a token. The language's
+    exceptions and chains of initials (``U.S.``, ``Ph.D.``, ``Jun.``) stay whole. The rules are saved with the
+    pipeline, as spaCy's own tokenizer's are."""
     make_default = create_tokenizer()
 
     def make(nlp: Language) -> Tokenizer:
@@ -41,6 +55,9 @@ def create_piqn_tokenizer(split_hyphens: bool = True) -> Callable[[Language], To
         if not split_hyphens:
             infixes = [rule for rule in nlp.Defaults.infixes or [] if HYPHENS not in rule]
             tokenizer.infix_finditer = compile_infix_regex(infixes).finditer if infixes else None
+        if split_capital_periods:
+            suffixes = [*(nlp.Defaults.suffixes or []), PERIOD_AFTER_CAPITAL]
+            tokenizer.suffix_search = compile_suffix_regex(suffixes).search
         return tokenizer
 
     return make
@@ -68,4 +85,31 @@ def hyphen_mismatch(nlp: Language, docs: Iterable[Doc]) -> Optional[str]:
             return Warnings.W005.format(n=sum(broken.values()), total=n_whole, word=example, pieces=pieces)
     elif split >= MIN_EVIDENCE and split > 10 * n_whole and len(nlp.tokenizer("well-known")) == 1:
         return Warnings.W006.format(n=split)
+    return None
+
+
+def period_mismatch(nlp: Language, docs: Iterable[Doc]) -> Optional[str]:
+    """A warning when the pipeline's tokenizer treats the full stop after a capital letter unlike the training
+    docs, else None: W007 when they mostly split it off (``NF-kappa B`` ``.``) and the tokenizer keeps it on (an
+    entity ending there before a full stop can then not be found in ``nlp(text)``), W008 when they mostly keep it on
+    (initials: ``J.``) and the tokenizer splits it (the model meets tokens it did not train on)."""
+    separate: Counter = Counter()
+    attached: Counter = Counter()
+    for doc in docs:
+        for token in doc:
+            if CAPITAL_PERIOD.search(token.text):
+                attached[token.text] += 1
+            elif ENDS_IN_CAPITAL.search(token.text) and token.i + 1 < len(doc) and doc[token.i + 1].text == ".":
+                separate[token.text + "."] += 1
+    n_separate, n_attached = sum(separate.values()), sum(attached.values())
+    if n_separate >= MIN_EVIDENCE and n_separate > n_attached:
+        kept = {word: n for word, n in separate.items() if len(nlp.tokenizer(word)) == 1}
+        if sum(kept.values()) * 2 > n_separate:
+            word = max(kept, key=kept.__getitem__)
+            return Warnings.W007.format(n=sum(kept.values()), total=n_separate, word=word)
+    elif n_attached >= MIN_EVIDENCE and n_attached > n_separate:
+        split = {word: n for word, n in attached.items() if len(nlp.tokenizer(word)) > 1}
+        if sum(split.values()) * 2 > n_attached:
+            word = max(split, key=split.__getitem__)
+            return Warnings.W008.format(n=sum(split.values()), total=n_attached, word=word)
     return None

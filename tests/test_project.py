@@ -26,7 +26,18 @@ from weasel.util import load_project_config
 REPO = Path(__file__).resolve().parents[1]
 # The shared datasets lie beside the repository (or beside the folder of its worktrees).
 SHARED_GENIA = next((p / "shared" / "data" / "genia" for p in REPO.parents if (p / "shared" / "data").is_dir()), REPO)
-PROJECT_FILES = ("project.yml", "configs", "scripts")
+# The project's files, and spacy-piqn's sources and LICENSE, which its `package` step builds and ships.
+PROJECT_FILES = (
+    "project.yml",
+    "configs",
+    "scripts",
+    "LICENSE",
+    "README.md",
+    "setup.py",
+    "setup.cfg",
+    "pyproject.toml",
+    "spacy_piqn",
+)
 
 
 def copy_project(tmp_path: Path) -> Path:
@@ -36,7 +47,7 @@ def copy_project(tmp_path: Path) -> Path:
     for name in PROJECT_FILES:
         source = REPO / name
         if source.is_dir():
-            shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
         else:
             shutil.copy(source, root / name)
     shutil.copytree(REPO / "assets" / "sample", root / "assets" / "sample")
@@ -199,6 +210,7 @@ def test_all_workflow_on_the_sample_with_data_dir(tmp_path):
     assert_scores(root / "metrics" / "sample-piqn_tok2vec.json", model_best, root / "corpus" / "sample" / "dev.spacy")
     sdist = root / "packages" / "en_piqn_sample-0.1.0" / "dist" / "en_piqn_sample-0.1.0.tar.gz"
     assert sdist.is_file()
+    assert len(list(sdist.parent.glob("spacy_piqn-*.whl"))) == 1
     meta = srsly.read_json(root / "packages" / "en_piqn_sample-0.1.0" / "meta.json")
     assert any(requirement.startswith("spacy-piqn") for requirement in meta["requirements"])
     html = (root / "visuals" / "sample-piqn_tok2vec.html").read_text(encoding="utf-8")

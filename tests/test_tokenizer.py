@@ -1,13 +1,15 @@
-"""spacy-piqn.Tokenizer.v1 (hyphenated words kept whole) and the W005 / W006 checks of the training data."""
+"""spacy-piqn.Tokenizer.v1 (hyphenated words kept whole, periods split off capitals) and the W005 / W006 / W007
+checks of the training data."""
 
 import logging
 
 import pytest
 import spacy
+import srsly
 from spacy.tokens import Doc
 from spacy.util import load_config, registry
 
-from spacy_piqn.tokenizer import MIN_EVIDENCE, create_piqn_tokenizer, hyphen_mismatch
+from spacy_piqn.tokenizer import MIN_EVIDENCE, create_piqn_tokenizer, hyphen_mismatch, period_mismatch
 
 from .conftest import REPO, TINY_PIQN, make_examples, spans_of
 
@@ -35,6 +37,24 @@ def test_split_hyphens_false_keeps_hyphenated_words_and_every_other_rule():
     assert [t for t in default if t not in kept] == split_only
 
 
+PERIODS = "NF-kappa B. JunD. IL-2R. v-erbA. DNA. J. Smith and J.R.R. Tolkien, U.S. Ph.D. Jun. Inc. cells."
+
+
+def test_split_capital_periods_splits_the_period_off_words_that_end_in_a_capital():
+    nlp = spacy.blank("en")
+    nlp.tokenizer = create_piqn_tokenizer(split_hyphens=False)(nlp)
+    kept, kept_text = tokens(nlp, PERIODS), tokens(nlp)
+    nlp.tokenizer = create_piqn_tokenizer(split_hyphens=False, split_capital_periods=True)(nlp)
+    split = tokens(nlp, PERIODS)
+    assert split == [
+        "NF-kappa", "B", ".", "JunD", ".", "IL-2R", ".", "v-erbA", ".", "DNA", ".", "J", ".", "Smith", "and",
+        "J.R.R.", "Tolkien", ",", "U.S.", "Ph.D.", "Jun.", "Inc.", "cells", ".",
+    ]  # fmt: skip
+    # spaCy's rules keep these five periods on the word (as initials); everything else is as before.
+    assert [t for t in kept if t not in split] == ["B.", "JunD.", "IL-2R.", "v-erbA.", "J."]
+    assert tokens(nlp) == kept_text
+
+
 def test_languages_that_keep_hyphenated_words_are_unchanged():
     nlp = spacy.blank("de")
     text = "Baden-Württemberg und die SPD-Fraktion (Berlin-Mitte)."
@@ -45,20 +65,36 @@ def test_languages_that_keep_hyphenated_words_are_unchanged():
 
 def test_the_rules_round_trip_through_disk_and_config(tmp_path):
     config = spacy.blank("en").config
-    config["nlp"]["tokenizer"] = {"@tokenizers": "spacy-piqn.Tokenizer.v1", "split_hyphens": False}
+    config["nlp"]["tokenizer"] = {
+        "@tokenizers": "spacy-piqn.Tokenizer.v1",
+        "split_hyphens": False,
+        "split_capital_periods": True,
+    }
     nlp = spacy.util.load_model_from_config(config, auto_fill=True)
-    assert tokens(nlp, "NF-kappa B") == ["NF-kappa", "B"]
+    assert tokens(nlp, "NF-kappa B.") == ["NF-kappa", "B", "."]
     nlp.to_disk(tmp_path / "pipeline")
     loaded = spacy.load(tmp_path / "pipeline")
     assert loaded.config["nlp"]["tokenizer"]["split_hyphens"] is False
-    assert tokens(loaded) == tokens(nlp)
+    assert loaded.config["nlp"]["tokenizer"]["split_capital_periods"] is True
+    assert tokens(loaded) == tokens(nlp) and tokens(loaded, PERIODS) == tokens(nlp, PERIODS)
 
 
 @pytest.mark.parametrize("name", ["piqn_tok2vec", "piqn_trf_listener", "piqn_trf", "piqn_paper"])
-def test_shipped_configs_keep_hyphenated_words_whole(name):
-    config = load_config(REPO / "configs" / f"{name}.cfg", interpolate=False)
-    make = registry.resolve({"tokenizer": config["nlp"]["tokenizer"]})["tokenizer"]
-    assert [t.text for t in make(spacy.blank("en"))("T-cell lines.")] == ["T-cell", "lines", "."]
+def test_shipped_configs_keep_hyphenated_words_whole_and_the_project_sets_the_periods(name):
+    """The configs keep spaCy's initials; the project's GENIA training splits the full stop off capitals through
+    the override its train steps pass (--nlp.tokenizer.split_capital_periods)."""
+    for periods, expected in [(None, ["B."]), (True, ["B", "."])]:
+        overrides = {} if periods is None else {"nlp.tokenizer.split_capital_periods": periods}
+        config = load_config(REPO / "configs" / f"{name}.cfg", overrides=overrides, interpolate=False)
+        make = registry.resolve({"tokenizer": config["nlp"]["tokenizer"]})["tokenizer"]
+        assert [t.text for t in make(spacy.blank("en"))("T-cell lines bind NF-kappa B.")] == [
+            "T-cell", "lines", "bind", "NF-kappa", *expected
+        ]  # fmt: skip
+    project = srsly.read_yaml(REPO / "project.yml")
+    assert project["vars"]["split_capital_periods"] == "true"
+    train = {command["name"]: command["script"][0] for command in project["commands"]}
+    for step in ("train", "train-trf"):
+        assert "--nlp.tokenizer.split_capital_periods ${vars.split_capital_periods}" in train[step]
 
 
 def corpus(nlp, sentence: str, n: int):
@@ -84,6 +120,26 @@ def test_hyphen_mismatch_names_the_setting_that_matches_the_corpus():
     assert hyphen_mismatch(nlp, split + corpus(nlp, "Reuters - T-cell and c-fos", MIN_EVIDENCE)) is None
 
 
+def test_period_mismatch_names_the_setting_that_matches_the_corpus():
+    nlp = spacy.blank("en")
+    nlp.tokenizer = create_piqn_tokenizer(split_hyphens=False)(nlp)
+    separate = corpus(nlp, "binds NF-kappa B . It binds JunD .", MIN_EVIDENCE // 2)
+    initials = corpus(nlp, "J. Smith and A. Jones met .", MIN_EVIDENCE // 2)
+    message = period_mismatch(nlp, separate)
+    assert message is not None and message.startswith("[W007]")
+    assert f"keeps it on {MIN_EVIDENCE} of its {MIN_EVIDENCE} (e.g. 'B.'" in message
+    assert period_mismatch(nlp, initials) is None
+    nlp.tokenizer = create_piqn_tokenizer(split_hyphens=False, split_capital_periods=True)(nlp)
+    assert period_mismatch(nlp, separate) is None
+    message = period_mismatch(nlp, initials)
+    assert message is not None and message.startswith("[W008]") and f"splits {MIN_EVIDENCE} of its" in message
+    # Too little evidence, or as many words of each kind: silence.
+    assert period_mismatch(nlp, initials[1:]) is None
+    assert period_mismatch(nlp, separate + initials) is None
+    nlp.tokenizer = create_piqn_tokenizer(split_hyphens=False)(nlp)
+    assert period_mismatch(nlp, separate + initials) is None
+
+
 def test_initialize_warns_when_the_tokenizer_splits_the_corpus_words(caplog):
     nlp = spacy.blank("en")
     nlp.add_pipe("piqn", config=TINY_PIQN)
@@ -106,12 +162,16 @@ def test_text_finds_what_the_gold_tokens_find_when_the_tokenizer_matches_them(tr
     nlp.tokenizer = create_piqn_tokenizer(split_hyphens=False)(nlp)
     try:
         for eg in examples:
-            gold_doc = nlp(Doc(nlp.vocab, words=[t.text for t in eg.reference]))
-            text_doc = nlp(gold_doc.text)
-            assert [t.text for t in text_doc] == [t.text for t in gold_doc]
-            assert [(s.start_char, s.end_char, s.label_) for s in text_doc.spans["sc"]] == [
-                (s.start_char, s.end_char, s.label_) for s in gold_doc.spans["sc"]
-            ]
+            words = [t.text for t in eg.reference]
+            gold_doc = nlp(Doc(nlp.vocab, words=words))
+            # As written: no space before the full stop ("... in human T cells.").
+            written = Doc(nlp.vocab, words=words, spaces=[True] * (len(words) - 2) + [False, False])
+            for text in (gold_doc.text, written.text):
+                text_doc = nlp(text)
+                assert [t.text for t in text_doc] == words
+                assert [(s.label_, s.text) for s in text_doc.spans["sc"]] == [
+                    (s.label_, s.text) for s in gold_doc.spans["sc"]
+                ]
             assert spans_of(gold_doc) == spans_of(eg.reference)
     finally:
         nlp.tokenizer = shared
