@@ -29,12 +29,32 @@ def test_split_hyphens_false_keeps_hyphenated_words_and_every_other_rule():
     nlp.tokenizer = create_piqn_tokenizer(split_hyphens=False)(nlp)
     kept = tokens(nlp)
     assert kept == [
-        "(", "NF-kappa", "B", ")", ".", "A", "well-known", "c-fos", "/", "c-jun", "1996", "-", "08", "-", "30",
-        "T-cell", "'s", "3", "-", "4", ",", "e.g.", "U.S.", "do", "n't",
+        "(", "NF-kappa", "B", ")", ".", "A", "well-known", "c-fos", "/", "c-jun", "1996-08-30", "T-cell", "'s",
+        "3-4", ",", "e.g.", "U.S.", "do", "n't",
     ]  # fmt: skip
-    # Only the hyphenated words differ from spaCy's rules.
-    split_only = ["NF", "kappa", "well", "known", "c", "fos", "c", "jun", "T", "cell"]
+    # Only the hyphenated words and numbers differ from spaCy's rules; other operators between digits still split.
+    split_only = [
+        "NF",
+        "-",
+        "kappa",
+        "well",
+        "-",
+        "known",
+        "c",
+        "-",
+        "fos",
+        "c",
+        "-",
+        "jun",
+        "1996",
+        "-",
+        "08",
+        "-",
+        "30",
+    ]
+    split_only += ["T", "-", "cell", "3", "-", "4"]
     assert [t for t in default if t not in kept] == split_only
+    assert tokens(nlp, "5+3 2*4") == ["5", "+", "3", "2", "*", "4"]
 
 
 PERIODS = "NF-kappa B. JunD. IL-2R. v-erbA. DNA. J. Smith and J.R.R. Tolkien, U.S. Ph.D. Jun. Inc. cells."
@@ -55,12 +75,13 @@ def test_split_capital_periods_splits_the_period_off_words_that_end_in_a_capital
     assert tokens(nlp) == kept_text
 
 
-def test_languages_that_keep_hyphenated_words_are_unchanged():
+def test_languages_that_keep_hyphenated_words_change_only_in_numbers():
     nlp = spacy.blank("de")
-    text = "Baden-Württemberg und die SPD-Fraktion (Berlin-Mitte)."
+    text = "Baden-Württemberg und die SPD-Fraktion (Berlin-Mitte) 1914-1918 in Bonn"
     default = tokens(nlp, text)
+    assert default[-5:] == ["1914", "-", "1918", "in", "Bonn"]
     nlp.tokenizer = create_piqn_tokenizer(split_hyphens=False)(nlp)
-    assert tokens(nlp, text) == default
+    assert tokens(nlp, text) == default[:-5] + ["1914-1918", "in", "Bonn"]
 
 
 def test_the_rules_round_trip_through_disk_and_config(tmp_path):
