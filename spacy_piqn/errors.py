@@ -281,26 +281,16 @@ class Warnings:
         'component: nlp.add_pipe("sentencizer", first=True).'
     )
     W005 = (
-        "[W005] The pipeline's tokenizer splits {n} of the {total} hyphenated words in the training data "
-        "({word!r} → {pieces}), which keeps them whole: nlp(text) will give the model tokens it did not train on "
-        '(on GENIA this costs 9 F). Keep them whole: [nlp.tokenizer] @tokenizers = "spacy-piqn.Tokenizer.v1", '
-        "split_hyphens = false."
+        "[W005] The training data keeps {what} as one token ({total} in the docs read), but the pipeline's "
+        "tokenizer splits {n} of them ({word!r} → {pieces}): nlp(text) will give the model tokens it did not train "
+        'on. Keep them whole: [nlp.tokenizer] @tokenizers = "spacy-piqn.Tokenizer.v1", {setting} = false '
+        '(docs/configuration.md, "Tokens").'
     )
     W006 = (
-        "[W006] The training data splits hyphenated words ({n} lone hyphens between words, almost no word with "
-        "one inside), but the pipeline's tokenizer keeps them whole, so an entity inside one ('German' in "
-        "'German-born') cannot be found in nlp(text). Split them: [nlp.tokenizer] split_hyphens = true."
-    )
-    W007 = (
-        "[W007] The training data splits the full stop off words that end in a capital letter, but the pipeline's "
-        "tokenizer keeps it on {n} of its {total} (e.g. {word!r}, as an initial), so an entity ending in such a word "
-        "at the end of a sentence cannot be found in nlp(text). Split it: [nlp.tokenizer] @tokenizers = "
-        '"spacy-piqn.Tokenizer.v1", split_capital_periods = true.'
-    )
-    W008 = (
-        "[W008] The training data keeps the full stop on initials (e.g. {word!r}), but the pipeline's tokenizer "
-        "splits {n} of its {total} of them: nlp(text) will give the model tokens it did not train on (on "
-        "CoNLL-03 this costs 1.3 F). Keep them: [nlp.tokenizer] split_capital_periods = false."
+        "[W006] The training data splits {what} ({total} times in the docs read), but the pipeline's tokenizer "
+        "keeps {n} of them as one token ({word!r}), so an entity that ends inside one cannot be found in "
+        'nlp(text). Split them: [nlp.tokenizer] @tokenizers = "spacy-piqn.Tokenizer.v1", {setting} = true '
+        '(docs/configuration.md, "Tokens").'
     )
 
     # -----------------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from .settings import DEFAULT_DECODING as DD
 from .settings import DEFAULT_LOSS as DL
 from .settings import RUNTIME, STRUCTURAL, LossSettings, component_settings
 from .targets import gold_spans, window_targets
-from .tokenizer import hyphen_mismatch, period_mismatch
+from .tokenizer import tokenizer_mismatch
 
 logger = logging.getLogger("spacy_piqn")
 
@@ -206,14 +206,12 @@ class PIQN(TrainablePipe):
         labels: Optional[Sequence[str]] = None,
     ) -> None:
         """Collect labels (unless given, e.g. by ``spacy init labels``), size the head and
-        initialize the model on a sample of the examples; warn (W005-W008) if the pipeline's
-        tokenizer treats hyphenated words or sentence-final periods unlike the training data."""
+        initialize the model on a sample of the examples; warn (W005 / W006) if the pipeline's
+        tokenizer writes hyphenated words, slashes or full stops after capitals unlike the training data."""
         validate_get_examples(get_examples, "PIQN.initialize")
         if nlp is not None:
-            for check in (hyphen_mismatch, period_mismatch):
-                mismatch = check(nlp, (eg.reference for eg in islice(get_examples(), 2000)))
-                if mismatch:
-                    logger.warning(mismatch)
+            for warning in tokenizer_mismatch(nlp, (eg.reference for eg in islice(get_examples(), 2000))):
+                logger.warning(warning)
         if labels is None:
             labels = sorted({span.label_ for eg in get_examples() for span in eg.reference.spans.get(self.key, [])})
         for label in labels:

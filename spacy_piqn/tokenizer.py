@@ -1,17 +1,19 @@
-"""The pipeline's tokenizer for raw text: spaCy's, optionally keeping hyphenated words whole.
+"""The pipeline's tokenizer for raw text: spaCy's, following the training corpus's conventions where they differ.
 
-A model trained on a corpus's own tokens finds most when ``nlp(text)`` makes the same tokens. spaCy's
-English rules split a hyphen between letters (``NF-kappa`` → ``NF``, ``-``, ``kappa``: OntoNotes' style),
-while GENIA and CoNLL-03 keep such words whole: on GENIA dev as text, models trained on the gold tokens score
-67.7 / 68.1 F through spaCy's rules and 76.7 / 76.6 with hyphenated words kept whole (77.0 / 76.7 on the gold
-tokens; docs/configuration.md, "Tokens"). Likewise spaCy keeps a period after a capital letter on the word, as an
-initial (``J. Smith``), where biomedical text ends a sentence with ``NF-kappa B.``: the entity's end then falls inside
-a token. ``hyphen_mismatch`` and ``period_mismatch`` tell a user whose corpus and tokenizer disagree.
+A model trained on a corpus's own tokens finds most when ``nlp(text)`` makes the same tokens. Three of spaCy's
+English rules disagree with the corpora here (docs/configuration.md, "Tokens"): it splits a hyphen between letters
+or digits (``NF-kappa`` → ``NF``, ``-``, ``kappa``: OntoNotes' style), which GENIA, CoNLL-03 and GermEval keep whole
+(on GENIA dev as text, models trained on the gold tokens score 67.7 / 68.1 F through spaCy's rules and 76.7 / 76.6
+with hyphenated words whole); it splits a slash before a letter (``p50/p65``), which GENIA keeps whole and CoNLL-03
+splits; and it keeps a full stop after a capital letter on the word, as an initial (``J.``), where GENIA ends a
+sentence with ``NF-kappa B`` ``.`` and CoNLL-03 keeps its initials. ``tokenizer_mismatch`` tells a user whose corpus
+and tokenizer disagree.
 """
 
 import re
 from collections import Counter
-from typing import Callable, Iterable, Optional
+from dataclasses import dataclass
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 from spacy.lang.char_classes import ALPHA_UPPER, HYPHENS
 from spacy.language import Language, create_tokenizer
@@ -21,45 +23,43 @@ from spacy.util import compile_infix_regex, compile_suffix_regex, registry
 
 from .errors import Warnings
 
-# A hyphen between two letters inside one token: the corpus keeps hyphenated words whole.
-HYPHENATED = re.compile(rf"[^\W\d_](?:{HYPHENS})[^\W\d_]")
-# A token that is only a hyphen (between two words: the corpus splits hyphenated words, or writes a dash).
-HYPHEN = re.compile(rf"^(?:{HYPHENS})$")
-# spaCy's infix rules that split at a hyphen between digits (English / French / multi-language, German), and what
-# ``split_hyphens = false`` makes of them: ranges, scores and dates (``3-4``, ``2-1``, ``1996-08-30``) stay whole, as
-# GENIA, CoNLL-03 and GermEval 2014 keep them (101 / 2,655 / 180 such tokens in their training data against 1 / 61 /
-# 14 split). None: the rule is left out.
-DIGIT_HYPHEN_INFIXES = {r"(?<=[0-9])[+\-\*^](?=[0-9-])": r"(?<=[0-9])[+\*^](?=[0-9-])", r"(?<=[0-9])-(?=[0-9])": None}
-# A period after a capital letter, unless the capital follows a period (``U.S.``, ``Ph.D.``: chains of initials).
+# Rewrites of spaCy's infix rules (English, French and multi-language; German), applied to each rule that contains
+# the first string; None leaves the rule out. Hyphens: the rule between letters, and between digits (ranges, scores
+# and dates, 3-4, 2-1, 1996-08-30: GENIA, CoNLL-03 and GermEval 2014 keep 101 / 2,655 / 180 such training tokens
+# whole against 1 / 61 / 14 split); other operators between digits (5+3) still split.
+KEEP_HYPHENATED: Sequence[Tuple[str, Optional[str]]] = (
+    (HYPHENS, None),
+    (r"[+\-\*^]", r"[+\*^]"),
+    (r"(?<=[0-9])-(?=[0-9])", None),
+)
+# Slashes before a letter (p50/p65; German also between digits).
+KEEP_SLASHED: Sequence[Tuple[str, Optional[str]]] = ((r"[:<>=/]", r"[:<>=]"), (r"\/", None))
+# A full stop after a capital letter, unless the capital follows a full stop (U.S., Ph.D.: chains of initials).
 PERIOD_AFTER_CAPITAL = rf"(?<=[{ALPHA_UPPER}])(?<!\.[{ALPHA_UPPER}])\."
-# A word ending in a capital that follows no capital or period (``B``, ``JunD``, ``IL-2R``; not ``DNA``, ``U.S``): the
-# words whose full stop ``split_capital_periods`` decides, in the corpus as separate tokens or attached (``J.``).
-ENDS_IN_CAPITAL = re.compile(rf"(?<![{ALPHA_UPPER}.])[{ALPHA_UPPER}]$")
-CAPITAL_PERIOD = re.compile(rf"(?<![{ALPHA_UPPER}.])[{ALPHA_UPPER}]\.$")
-# Fewer hyphenated words than this in the sample say nothing either way.
+# Fewer corpus words of a kind than this say nothing either way.
 MIN_EVIDENCE = 20
 
 
 @registry.tokenizers("spacy-piqn.Tokenizer.v1")
 def create_piqn_tokenizer(
-    split_hyphens: bool = True, split_capital_periods: bool = False
+    split_hyphens: bool = True, split_capital_periods: bool = False, split_slashes: bool = True
 ) -> Callable[[Language], Tokenizer]:
-    """spaCy's tokenizer for the pipeline's language (``spacy.Tokenizer.v1``). With ``split_hyphens = false``
-    it leaves out the language's infix rules that split at a hyphen between letters or digits, so ``T-cell`` and
-    ``3-4`` stay one token (prefixes, suffixes and the other infixes are unchanged: ``(NF-kappa B).`` → ``(``,
-    ``NF-kappa``, ``B``, ``)``, ``.``; ``5+3`` is still split). With
-    ``split_capital_periods = true`` it also splits the period off a word that ends in a capital letter
-    (``NF-kappa B.``, ``JunD.``), which spaCy keeps as an initial: ``J. Smith`` becomes ``J``, ``.``, ``Smith``,
-    whose entity still aligns, while a kept ``B.`` puts the end of ``NF-kappa B`` inside a token. The language's
-    exceptions and chains of initials (``U.S.``, ``Ph.D.``, ``Jun.``) stay whole. The rules are saved with the
-    pipeline, as spaCy's own tokenizer's are."""
+    """spaCy's tokenizer for the pipeline's language (``spacy.Tokenizer.v1``); the defaults are spaCy's rules.
+    ``split_hyphens = false`` leaves out the infix rules that split at a hyphen between letters or digits, so
+    ``T-cell`` and ``3-4`` stay one token (prefixes, suffixes, exceptions and the other infixes are unchanged:
+    ``(NF-kappa B).`` → ``(``, ``NF-kappa``, ``B``, ``)``, ``.``). ``split_slashes = false`` keeps ``p50/p65``
+    whole. ``split_capital_periods = true`` splits the full stop off a word that ends in a capital letter (``NF-kappa
+    B.``, ``JunD.``), which spaCy keeps as an initial: ``J. Smith`` becomes ``J``, ``.``, ``Smith``, whose entity still
+    aligns, while a kept ``B.`` puts the end of ``NF-kappa B`` inside a token; the language's exceptions and chains
+    of initials (``U.S.``, ``Ph.D.``, ``Jun.``) stay whole. The rules are saved with the pipeline, as spaCy's own
+    tokenizer's are."""
     make_default = create_tokenizer()
 
     def make(nlp: Language) -> Tokenizer:
         tokenizer = make_default(nlp)
-        if not split_hyphens:
-            infixes = [DIGIT_HYPHEN_INFIXES.get(rule, rule) for rule in nlp.Defaults.infixes or []]
-            infixes = [rule for rule in infixes if rule is not None and HYPHENS not in rule]
+        rewrites = [*(() if split_hyphens else KEEP_HYPHENATED), *(() if split_slashes else KEEP_SLASHED)]
+        if rewrites:
+            infixes = rewrite_rules(nlp.Defaults.infixes or [], rewrites)
             tokenizer.infix_finditer = compile_infix_regex(infixes).finditer if infixes else None
         if split_capital_periods:
             suffixes = [*(nlp.Defaults.suffixes or []), PERIOD_AFTER_CAPITAL]
@@ -69,53 +69,105 @@ def create_piqn_tokenizer(
     return make
 
 
-def hyphen_mismatch(nlp: Language, docs: Iterable[Doc]) -> Optional[str]:
-    """A warning (W005 / W006) when the pipeline's tokenizer treats hyphenated words unlike the training docs'
-    tokens, else None: it splits words the corpus keeps whole (the model meets tokens it never saw), or keeps
-    whole the words the corpus splits (an entity inside one can then not be found at all)."""
-    whole: Counter = Counter()
-    split = 0
-    for doc in docs:
-        for i, token in enumerate(doc):
-            if HYPHENATED.search(token.text):
-                whole[token.text] += 1
-            elif HYPHEN.match(token.text) and 0 < i < len(doc) - 1 and doc[i - 1].is_alpha and doc[i + 1].is_alpha:
-                split += 1
-    n_whole = sum(whole.values())
-    if n_whole >= MIN_EVIDENCE:
-        # Split at the hyphen, not merely at attached punctuation (a gold token "T-cell," is two tokens either way).
-        broken = {word: n for word, n in whole.items() if any(HYPHEN.match(t.text) for t in nlp.tokenizer(word))}
-        if sum(broken.values()) * 2 > n_whole:
-            example = max(broken, key=broken.__getitem__)
-            pieces = " ".join(t.text for t in nlp.tokenizer(example))
-            return Warnings.W005.format(n=sum(broken.values()), total=n_whole, word=example, pieces=pieces)
-    elif split >= MIN_EVIDENCE and split > 10 * n_whole and len(nlp.tokenizer("well-known")) == 1:
-        return Warnings.W006.format(n=split)
-    return None
+def rewrite_rules(rules: Iterable[str], rewrites: Sequence[Tuple[str, Optional[str]]]) -> List[str]:
+    """``rules`` with each rewrite applied to the rules that contain its first string (None: the rule is left out)."""
+    kept = []
+    for rule in rules:
+        for old, new in rewrites:
+            if old in rule:
+                if new is None:
+                    break
+                rule = rule.replace(old, new)
+        else:
+            kept.append(rule)
+    return kept
 
 
-def period_mismatch(nlp: Language, docs: Iterable[Doc]) -> Optional[str]:
-    """A warning when the pipeline's tokenizer treats the full stop after a capital letter unlike the training
-    docs, else None: W007 when they mostly split it off (``NF-kappa B`` ``.``) and the tokenizer keeps it on (an
-    entity ending there before a full stop can then not be found in ``nlp(text)``), W008 when they mostly keep it on
-    (initials: ``J.``) and the tokenizer splits it (the model meets tokens it did not train on)."""
-    separate: Counter = Counter()
-    attached: Counter = Counter()
+@dataclass(frozen=True)
+class Convention:
+    """How a corpus writes one kind of word, found in its tokens: whole (``T-cell``, ``J.``, ``p50/p65``) or with
+    a mark as a token of its own between a word ``before`` and, where given, a word ``after`` it."""
+
+    setting: str  # the spacy-piqn.Tokenizer.v1 setting that follows it: true splits, false keeps whole
+    what: str  # the words, in messages
+    whole: "re.Pattern[str]"
+    mark: str
+    before: "re.Pattern[str]"
+    after: Optional["re.Pattern[str]"] = None
+    # A corpus splits them when it writes the mark alone this many times as often as it keeps them whole (a
+    # corpus that keeps hyphenated words whole still writes dashes between words: "Reuters - ...").
+    ratio: int = 1
+
+
+LETTERS = re.compile(r"^[^\W\d_]+$")
+CONVENTIONS = (
+    Convention(
+        "split_hyphens", "hyphenated words", re.compile(rf"[^\W\d_](?:{HYPHENS})[^\W\d_]"), "-", LETTERS, LETTERS, 10
+    ),
+    Convention(
+        "split_capital_periods",
+        "words that end in a capital letter and a full stop",
+        re.compile(rf"(?<![{ALPHA_UPPER}.])[{ALPHA_UPPER}]\.$"),
+        ".",
+        re.compile(rf"(?<![{ALPHA_UPPER}.])[{ALPHA_UPPER}]$"),
+    ),
+    Convention(
+        "split_slashes",
+        "words joined by a slash",
+        re.compile(r"[^\W_]/[^\W\d_]"),
+        "/",
+        re.compile(r"[^\W_]$"),
+        re.compile(r"^[^\W\d_]"),
+    ),
+)
+
+
+def tokenizer_mismatch(nlp: Language, docs: Iterable[Doc]) -> List[str]:
+    """A warning for each convention the pipeline's tokenizer does not share with the training docs: W005 when it
+    splits most of the words they keep whole (the model then meets tokens it never trained on), W006 when it keeps
+    whole most of the words they split (an entity ending inside one can then not be found in ``nlp(text)``)."""
+    whole: List[Counter] = [Counter() for _ in CONVENTIONS]
+    split: List[Counter] = [Counter() for _ in CONVENTIONS]
     for doc in docs:
         for token in doc:
-            if CAPITAL_PERIOD.search(token.text):
-                attached[token.text] += 1
-            elif ENDS_IN_CAPITAL.search(token.text) and token.i + 1 < len(doc) and doc[token.i + 1].text == ".":
-                separate[token.text + "."] += 1
-    n_separate, n_attached = sum(separate.values()), sum(attached.values())
-    if n_separate >= MIN_EVIDENCE and n_separate > n_attached:
-        kept = {word: n for word, n in separate.items() if len(nlp.tokenizer(word)) == 1}
-        if sum(kept.values()) * 2 > n_separate:
-            word = max(kept, key=kept.__getitem__)
-            return Warnings.W007.format(n=sum(kept.values()), total=n_separate, word=word)
-    elif n_attached >= MIN_EVIDENCE and n_attached > n_separate:
-        split = {word: n for word, n in attached.items() if len(nlp.tokenizer(word)) > 1}
-        if sum(split.values()) * 2 > n_attached:
-            word = max(split, key=split.__getitem__)
-            return Warnings.W008.format(n=sum(split.values()), total=n_attached, word=word)
-    return None
+            for k, convention in enumerate(CONVENTIONS):
+                if token.text != convention.mark and convention.whole.search(token.text):
+                    whole[k][token.text] += 1
+                elif token.text == convention.mark and 0 < token.i and convention.before.search(doc[token.i - 1].text):
+                    if convention.after is None:
+                        split[k][doc[token.i - 1].text + token.text] += 1
+                    elif token.i + 1 < len(doc) and convention.after.search(doc[token.i + 1].text):
+                        split[k][doc[token.i - 1].text + token.text + doc[token.i + 1].text] += 1
+    warnings = []
+    for convention, kept_whole, written_apart in zip(CONVENTIONS, whole, split):
+        n_whole, n_split = sum(kept_whole.values()), sum(written_apart.values())
+        if n_whole >= MIN_EVIDENCE and n_whole * convention.ratio >= n_split:
+            # Split at the mark, not merely at attached punctuation (a gold token "T-cell," is two tokens either way).
+            broken = {w: n for w, n in kept_whole.items() if convention.mark in [t.text for t in nlp.tokenizer(w)]}
+            if sum(broken.values()) * 2 > n_whole:
+                word = max(broken, key=broken.__getitem__)
+                pieces = " ".join(t.text for t in nlp.tokenizer(word))
+                warnings.append(
+                    Warnings.W005.format(
+                        what=convention.what,
+                        total=n_whole,
+                        n=sum(broken.values()),
+                        word=word,
+                        pieces=pieces,
+                        setting=convention.setting,
+                    )  # fmt: skip
+                )
+        elif n_split >= MIN_EVIDENCE and n_split > n_whole * convention.ratio:
+            joined = {w: n for w, n in written_apart.items() if len(nlp.tokenizer(w)) == 1}
+            if sum(joined.values()) * 2 > n_split:
+                word = max(joined, key=joined.__getitem__)
+                warnings.append(
+                    Warnings.W006.format(
+                        what=convention.what,
+                        total=n_split,
+                        n=sum(joined.values()),
+                        word=word,
+                        setting=convention.setting,
+                    )  # fmt: skip
+                )
+    return warnings

@@ -1,5 +1,5 @@
-"""spacy-piqn.Tokenizer.v1 (hyphenated words kept whole, periods split off capitals) and the W005 / W006 / W007
-checks of the training data."""
+"""spacy-piqn.Tokenizer.v1 (hyphenated and slashed words kept whole, full stops split off capitals) and the W005 /
+W006 checks of the training data."""
 
 import logging
 
@@ -9,7 +9,7 @@ import srsly
 from spacy.tokens import Doc
 from spacy.util import load_config, registry
 
-from spacy_piqn.tokenizer import MIN_EVIDENCE, create_piqn_tokenizer, hyphen_mismatch, period_mismatch
+from spacy_piqn.tokenizer import MIN_EVIDENCE, create_piqn_tokenizer, tokenizer_mismatch
 
 from .conftest import REPO, TINY_PIQN, make_examples, spans_of
 
@@ -75,6 +75,33 @@ def test_split_capital_periods_splits_the_period_off_words_that_end_in_a_capital
     assert tokens(nlp) == kept_text
 
 
+@pytest.mark.parametrize("lang,numbers", [("en", ["3/4"]), ("de", ["3", "/", "4"])])
+def test_split_slashes_false_keeps_words_joined_by_a_slash(lang, numbers):
+    """spaCy's rules split a slash before a letter (German also between digits); split_slashes = false keeps them."""
+    nlp = spacy.blank(lang)
+    text = "p50/p65 and km/h, 3/4 (IkB/MAD-3)."
+    nlp.tokenizer = create_piqn_tokenizer(split_hyphens=False)(nlp)
+    assert tokens(nlp, text) == [
+        "p50",
+        "/",
+        "p65",
+        "and",
+        "km",
+        "/",
+        "h",
+        ",",
+        *numbers,
+        "(",
+        "IkB",
+        "/",
+        "MAD-3",
+        ")",
+        ".",
+    ]
+    nlp.tokenizer = create_piqn_tokenizer(split_hyphens=False, split_slashes=False)(nlp)
+    assert tokens(nlp, text) == ["p50/p65", "and", "km/h", ",", "3/4", "(", "IkB/MAD-3", ")", "."]
+
+
 def test_languages_that_keep_hyphenated_words_change_only_in_numbers():
     nlp = spacy.blank("de")
     text = "Baden-Württemberg und die SPD-Fraktion (Berlin-Mitte) 1914-1918 in Bonn"
@@ -101,64 +128,65 @@ def test_the_rules_round_trip_through_disk_and_config(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["piqn_tok2vec", "piqn_trf_listener", "piqn_trf", "piqn_paper"])
-def test_shipped_configs_keep_hyphenated_words_whole_and_the_project_sets_the_periods(name):
-    """The configs keep spaCy's initials; the project's GENIA training splits the full stop off capitals through
-    the override its train steps pass (--nlp.tokenizer.split_capital_periods)."""
-    for periods, expected in [(None, ["B."]), (True, ["B", "."])]:
-        overrides = {} if periods is None else {"nlp.tokenizer.split_capital_periods": periods}
+def test_shipped_configs_keep_hyphenated_words_whole_and_the_project_sets_genias_rules(name):
+    """The configs keep spaCy's initials and slashes; the project's GENIA training splits the full stop off
+    capitals and keeps slashed words whole through the overrides its train steps pass."""
+    genia = {"nlp.tokenizer.split_capital_periods": True, "nlp.tokenizer.split_slashes": False}
+    for overrides, slashed, period in [({}, ["p50", "/", "p65"], ["B."]), (genia, ["p50/p65"], ["B", "."])]:
         config = load_config(REPO / "configs" / f"{name}.cfg", overrides=overrides, interpolate=False)
         make = registry.resolve({"tokenizer": config["nlp"]["tokenizer"]})["tokenizer"]
-        assert [t.text for t in make(spacy.blank("en"))("T-cell lines bind NF-kappa B.")] == [
-            "T-cell", "lines", "bind", "NF-kappa", *expected
-        ]  # fmt: skip
+        words = [t.text for t in make(spacy.blank("en"))("T-cell lines bind p50/p65 NF-kappa B.")]
+        assert words == ["T-cell", "lines", "bind", *slashed, "NF-kappa", *period]
     project = srsly.read_yaml(REPO / "project.yml")
-    assert project["vars"]["split_capital_periods"] == "true"
+    assert project["vars"]["split_capital_periods"] == "true" and project["vars"]["split_slashes"] == "false"
     train = {command["name"]: command["script"][0] for command in project["commands"]}
     for step in ("train", "train-trf"):
-        assert "--nlp.tokenizer.split_capital_periods ${vars.split_capital_periods}" in train[step]
+        for setting in genia:
+            assert f"--{setting} ${{vars.{setting.split('.')[-1]}}}" in train[step]
 
 
 def corpus(nlp, sentence: str, n: int):
     return [Doc(nlp.vocab, words=sentence.split()) for _ in range(n)]
 
 
-def test_hyphen_mismatch_names_the_setting_that_matches_the_corpus():
-    nlp = spacy.blank("en")
-    whole = corpus(nlp, "NF-kappa B binds T-cell DNA .", MIN_EVIDENCE)
-    split = corpus(nlp, "a well - known German - born actor", MIN_EVIDENCE)
-    message = hyphen_mismatch(nlp, whole)
-    assert message is not None and message.startswith("[W005]")
-    assert f"splits {2 * MIN_EVIDENCE} of the {2 * MIN_EVIDENCE} hyphenated words" in message
-    assert hyphen_mismatch(nlp, split) is None
-    nlp.tokenizer = create_piqn_tokenizer(split_hyphens=False)(nlp)
-    assert hyphen_mismatch(nlp, whole) is None
-    # Punctuation the gold tokens keep attached is split either way; only splits at the hyphen count.
-    assert hyphen_mismatch(nlp, corpus(nlp, "in T-cell, c-fos. and IL-2-induced;", MIN_EVIDENCE)) is None
-    message = hyphen_mismatch(nlp, split)
-    assert message is not None and message.startswith("[W006]") and f"({2 * MIN_EVIDENCE} lone hyphens" in message
-    # Too little evidence, or a corpus with both (dashes between words in a corpus that keeps words whole): silence.
-    assert hyphen_mismatch(spacy.blank("en"), corpus(nlp, "NF-kappa B", MIN_EVIDENCE - 1)) is None
-    assert hyphen_mismatch(nlp, split + corpus(nlp, "Reuters - T-cell and c-fos", MIN_EVIDENCE)) is None
+# Per setting: how the tokenizer keeps the words whole and how it splits them, a corpus sentence that keeps two of
+# them whole and one that splits two.
+CONVENTIONS = [
+    ("split_hyphens", {"split_hyphens": False}, {},
+     "NF-kappa B binds T-cell DNA .", "a well - known German - born actor"),
+    ("split_capital_periods", {}, {"split_capital_periods": True},
+     "J. Smith and A. Jones met .", "binds NF-kappa B . JunD ."),
+    ("split_slashes", {"split_slashes": False}, {},
+     "p50/p65 and Rel/NF-kappa bind .", "US / UK and Rel / RelA talks"),
+]  # fmt: skip
 
 
-def test_period_mismatch_names_the_setting_that_matches_the_corpus():
+@pytest.mark.parametrize("setting,keep,split,whole_sentence,split_sentence", CONVENTIONS)
+def test_tokenizer_mismatch_names_the_setting_that_matches_the_corpus(
+    setting, keep, split, whole_sentence, split_sentence
+):
+    def warnings(settings, docs):
+        nlp.tokenizer = create_piqn_tokenizer(**settings)(nlp)
+        return [warning for warning in tokenizer_mismatch(nlp, docs) if setting in warning]
+
+    nlp = spacy.blank("en")
+    n = MIN_EVIDENCE // 2  # two words per sentence
+    whole, apart = corpus(nlp, whole_sentence, n), corpus(nlp, split_sentence, n)
+    [message] = warnings(split, whole)
+    assert message.startswith("[W005]") and f"splits {2 * n} of them" in message and f"{setting} = false" in message
+    [message] = warnings(keep, apart)
+    assert message.startswith("[W006]") and f"({2 * n} times" in message and f"{setting} = true" in message
+    assert warnings(keep, whole) == warnings(split, apart) == []
+    # Too little evidence, or as many words of each kind (dashes between words in a corpus that keeps hyphenated
+    # words whole): silence.
+    assert warnings(split, whole[1:]) == warnings(keep, apart[1:]) == warnings(keep, whole + apart) == []
+
+
+def test_only_splits_at_the_mark_count():
+    """Punctuation the gold tokens keep attached is split either way (a gold token "T-cell," is two tokens)."""
     nlp = spacy.blank("en")
     nlp.tokenizer = create_piqn_tokenizer(split_hyphens=False)(nlp)
-    separate = corpus(nlp, "binds NF-kappa B . It binds JunD .", MIN_EVIDENCE // 2)
-    initials = corpus(nlp, "J. Smith and A. Jones met .", MIN_EVIDENCE // 2)
-    message = period_mismatch(nlp, separate)
-    assert message is not None and message.startswith("[W007]")
-    assert f"keeps it on {MIN_EVIDENCE} of its {MIN_EVIDENCE} (e.g. 'B.'" in message
-    assert period_mismatch(nlp, initials) is None
-    nlp.tokenizer = create_piqn_tokenizer(split_hyphens=False, split_capital_periods=True)(nlp)
-    assert period_mismatch(nlp, separate) is None
-    message = period_mismatch(nlp, initials)
-    assert message is not None and message.startswith("[W008]") and f"splits {MIN_EVIDENCE} of its" in message
-    # Too little evidence, or as many words of each kind: silence.
-    assert period_mismatch(nlp, initials[1:]) is None
-    assert period_mismatch(nlp, separate + initials) is None
-    nlp.tokenizer = create_piqn_tokenizer(split_hyphens=False)(nlp)
-    assert period_mismatch(nlp, separate + initials) is None
+    assert tokenizer_mismatch(nlp, corpus(nlp, "in T-cell, c-fos. and IL-2-induced;", MIN_EVIDENCE)) == []
 
 
 def test_initialize_warns_when_the_tokenizer_splits_the_corpus_words(caplog):
