@@ -18,7 +18,7 @@ from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 from spacy.lang.char_classes import ALPHA_UPPER, HYPHENS
 from spacy.language import Language, create_tokenizer
 from spacy.tokenizer import Tokenizer
-from spacy.tokens import Doc
+from spacy.tokens import Doc, Token
 from spacy.util import compile_infix_regex, compile_suffix_regex, registry
 
 from .errors import Warnings
@@ -98,6 +98,43 @@ class Convention:
     # corpus that keeps hyphenated words whole still writes dashes between words: "Reuters - ...").
     ratio: int = 1
 
+    def kept_whole(self, token: Token) -> Optional[str]:
+        """The token's text if it is such a word written as one token."""
+        return token.text if token.text != self.mark and self.whole.search(token.text) else None
+
+    def written_apart(self, token: Token) -> Optional[str]:
+        """The word as text if ``token`` is its mark written alone (``well-known`` for ``well`` ``-`` ``known``)."""
+        doc, i = token.doc, token.i
+        if token.text != self.mark or i == 0 or not self.before.search(doc[i - 1].text):
+            return None
+        if self.after is None:
+            return doc[i - 1].text + token.text
+        if i + 1 < len(doc) and self.after.search(doc[i + 1].text):
+            return doc[i - 1].text + token.text + doc[i + 1].text
+        return None
+
+    def mismatch(self, tokenizer: Tokenizer, whole: Counter, apart: Counter) -> Optional[str]:
+        """W005 if ``tokenizer`` splits most of the words the corpus keeps ``whole``, W006 if it keeps whole most of
+        those it writes ``apart`` (given enough evidence that the corpus does one or the other), else None."""
+        n_whole, n_apart = sum(whole.values()), sum(apart.values())
+        if n_whole >= MIN_EVIDENCE and n_whole * self.ratio >= n_apart:
+            # Split at the mark, not merely at attached punctuation (a gold token "T-cell," is two tokens either way).
+            split = Counter({w: n for w, n in whole.items() if self.mark in [t.text for t in tokenizer(w)]})
+            if sum(split.values()) * 2 > n_whole:
+                word = split.most_common(1)[0][0]
+                pieces = " ".join(t.text for t in tokenizer(word))
+                return Warnings.W005.format(
+                    what=self.what, total=n_whole, n=sum(split.values()), word=word, pieces=pieces, setting=self.setting
+                )
+        elif n_apart >= MIN_EVIDENCE and n_apart > n_whole * self.ratio:
+            joined = Counter({w: n for w, n in apart.items() if len(tokenizer(w)) == 1})
+            if sum(joined.values()) * 2 > n_apart:
+                word = joined.most_common(1)[0][0]
+                return Warnings.W006.format(
+                    what=self.what, total=n_apart, n=sum(joined.values()), word=word, setting=self.setting
+                )
+        return None
+
 
 LETTERS = re.compile(r"^[^\W\d_]+$")
 CONVENTIONS = (
@@ -126,48 +163,13 @@ def tokenizer_mismatch(nlp: Language, docs: Iterable[Doc]) -> List[str]:
     """A warning for each convention the pipeline's tokenizer does not share with the training docs: W005 when it
     splits most of the words they keep whole (the model then meets tokens it never trained on), W006 when it keeps
     whole most of the words they split (an entity ending inside one can then not be found in ``nlp(text)``)."""
-    whole: List[Counter] = [Counter() for _ in CONVENTIONS]
-    split: List[Counter] = [Counter() for _ in CONVENTIONS]
+    counts = [(Counter(), Counter()) for _ in CONVENTIONS]
     for doc in docs:
         for token in doc:
-            for k, convention in enumerate(CONVENTIONS):
-                if token.text != convention.mark and convention.whole.search(token.text):
-                    whole[k][token.text] += 1
-                elif token.text == convention.mark and 0 < token.i and convention.before.search(doc[token.i - 1].text):
-                    if convention.after is None:
-                        split[k][doc[token.i - 1].text + token.text] += 1
-                    elif token.i + 1 < len(doc) and convention.after.search(doc[token.i + 1].text):
-                        split[k][doc[token.i - 1].text + token.text + doc[token.i + 1].text] += 1
-    warnings = []
-    for convention, kept_whole, written_apart in zip(CONVENTIONS, whole, split):
-        n_whole, n_split = sum(kept_whole.values()), sum(written_apart.values())
-        if n_whole >= MIN_EVIDENCE and n_whole * convention.ratio >= n_split:
-            # Split at the mark, not merely at attached punctuation (a gold token "T-cell," is two tokens either way).
-            broken = {w: n for w, n in kept_whole.items() if convention.mark in [t.text for t in nlp.tokenizer(w)]}
-            if sum(broken.values()) * 2 > n_whole:
-                word = max(broken, key=broken.__getitem__)
-                pieces = " ".join(t.text for t in nlp.tokenizer(word))
-                warnings.append(
-                    Warnings.W005.format(
-                        what=convention.what,
-                        total=n_whole,
-                        n=sum(broken.values()),
-                        word=word,
-                        pieces=pieces,
-                        setting=convention.setting,
-                    )  # fmt: skip
-                )
-        elif n_split >= MIN_EVIDENCE and n_split > n_whole * convention.ratio:
-            joined = {w: n for w, n in written_apart.items() if len(nlp.tokenizer(w)) == 1}
-            if sum(joined.values()) * 2 > n_split:
-                word = max(joined, key=joined.__getitem__)
-                warnings.append(
-                    Warnings.W006.format(
-                        what=convention.what,
-                        total=n_split,
-                        n=sum(joined.values()),
-                        word=word,
-                        setting=convention.setting,
-                    )  # fmt: skip
-                )
-    return warnings
+            for convention, (whole, apart) in zip(CONVENTIONS, counts):
+                if word := convention.kept_whole(token):
+                    whole[word] += 1
+                elif word := convention.written_apart(token):
+                    apart[word] += 1
+    warnings = (c.mismatch(nlp.tokenizer, whole, apart) for c, (whole, apart) in zip(CONVENTIONS, counts))
+    return [warning for warning in warnings if warning]
