@@ -293,6 +293,13 @@ class Warnings:
         '(docs/configuration.md, "Tokens").'
     )
 
+    W007 = (
+        "[W007] Only {n} of {total} training windows read words around them (the training docs are single "
+        "sentences), but [components.piqn.model.windows] context > 0 gives the model the neighbouring sentences' "
+        "words when it reads a document: context it never learned from (on GermEval 2014 this cost 0.3-0.5 F on "
+        "10-sentence texts). Train on documents (a doc-id file, docs/data.md), or set context = 0."
+    )
+
     # -----------------------------------------------------------------------------------------------------
     # W100-W199: convert.py, logged on the "spacy_piqn" logger as "FILE:LINE: [W1xx] ..." and counted in the
     # conversion report

@@ -29,6 +29,7 @@ from .settings import DEFAULT_LOSS as DL
 from .settings import RUNTIME, STRUCTURAL, LossSettings, component_settings
 from .targets import gold_spans, window_targets
 from .tokenizer import tokenizer_mismatch
+from .windows import unseen_context
 
 logger = logging.getLogger("spacy_piqn")
 
@@ -207,11 +208,14 @@ class PIQN(TrainablePipe):
     ) -> None:
         """Collect labels (unless given, e.g. by ``spacy init labels``), size the head and
         initialize the model on a sample of the examples; warn (W005 / W006) if the pipeline's
-        tokenizer writes hyphenated words, slashes or full stops after capitals unlike the training data."""
+        tokenizer writes hyphenated words, slashes or full stops after capitals unlike the training data, and
+        (W007) if prediction would read context words that training never shows."""
         validate_get_examples(get_examples, "PIQN.initialize")
-        if nlp is not None:
-            for warning in tokenizer_mismatch(nlp, (eg.reference for eg in islice(get_examples(), 2000))):
-                logger.warning(warning)
+        sample = [eg.reference for eg in islice(get_examples(), 2000)]
+        warnings = tokenizer_mismatch(nlp, sample) if nlp is not None else []
+        warnings.append(unseen_context(self.model.attrs["get_windows"], sample))
+        for warning in filter(None, warnings):
+            logger.warning(warning)
         if labels is None:
             labels = sorted({span.label_ for eg in get_examples() for span in eg.reference.spans.get(self.key, [])})
         for label in labels:

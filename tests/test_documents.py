@@ -16,7 +16,7 @@ from thinc.api import fix_random_seed
 
 from spacy_piqn.corpus import create_gold_token_corpus
 
-from .conftest import NESTED_DATA, SHARED_DATA, TINY_PIQN, spans_of
+from .conftest import NESTED_DATA, SHARED_DATA, TINY_PIQN, make_examples, one_doc_of_sentences, spans_of
 
 GENIA = SHARED_DATA / "genia" / "dev.jsonl"
 
@@ -218,6 +218,19 @@ def test_the_last_layer_skips_context_rows_without_changing_any_output(n_layers,
     assert skipped[0].shape == (n_layers, 3, DEFAULT_HEAD.n_queries, 25)
     for fast, slow in zip(skipped, full):
         torch.testing.assert_close(fast, slow)
+
+
+@pytest.mark.parametrize("context,documents,warns", [(16, False, True), (16, True, False), (0, False, False)])
+def test_initialize_warns_when_prediction_would_read_context_training_never_shows(context, documents, warns, caplog):
+    """Trained on single sentences, the model never sees context words; with context > 0 it would meet them only in
+    users' documents (W007). Documents in training, or context = 0, are silent."""
+    nlp = spacy.blank("en")
+    config = {**TINY_PIQN, "model": {**TINY_PIQN["model"], "windows": {"context": context}}}
+    nlp.add_pipe("piqn", config=config)
+    examples = [one_doc_of_sentences(nlp, NESTED_DATA)[0]] if documents else make_examples(nlp, NESTED_DATA)
+    with caplog.at_level(logging.WARNING, logger="spacy_piqn"):
+        nlp.initialize(lambda: examples)
+    assert ("[W007]" in caplog.text) == warns
 
 
 def test_corpus_reader_tokens_and_sentence_starts(tmp_path):

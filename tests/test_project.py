@@ -133,6 +133,7 @@ def test_project_file_is_consistent(tmp_path):
                 "piqn.label_smoothing": 0.2,
                 "piqn.model.windows.size": 128,
                 "piqn.model.windows.predict_size": 128,
+                "piqn.model.windows.context": 0,
                 "tok2vec.model.embed.rows": [10000, 2000, 5000, 5000],
             },
         ),
@@ -163,6 +164,8 @@ def test_dataset_workflows_train_their_measured_recipe(tmp_path, workflow, lang,
     assert nlp.lang == lang
     # German abbreviations stay one token (English splits "bzw." and reads "im" as "I'm").
     assert [t.text for t in nlp.make_doc("bzw. im")] == (["bzw.", "im"] if lang == "de" else ["bzw", ".", "i", "m"])
+    # GermEval keeps words joined by a slash whole, CoNLL-03 splits them (the configs' rule).
+    assert len(nlp.make_doc("km/h")) == (1 if workflow == "germeval2014" else 3)
     package_output = commands["package"]["outputs"][0]
     assert package_output.startswith(f"packages/{lang}_piqn_{workflow}-")
     trained = nlp.config["components"]
