@@ -292,7 +292,6 @@ class Warnings:
         'nlp(text). Split them: [nlp.tokenizer] @tokenizers = "spacy-piqn.Tokenizer.v1", {setting} = true '
         '(docs/configuration.md, "Tokens").'
     )
-
     W007 = (
         "[W007] Only {n} of {total} training windows read words around them (the training docs are single "
         "sentences), but [components.piqn.model.windows] context > 0 gives the model the neighbouring sentences' "
