@@ -41,6 +41,7 @@ def build_piqn_head(
     max_padded_words: int = D.max_padded_words,
     mixed_precision: bool = False,
     lr_scale: float = 1.0,
+    one_way: bool = D.one_way,
 ) -> Model:
     """PIQN's word-level part: BiLSTM, L one-way query layers, entity pointer and classifier.
     Its PyTorch module is built at initialize, once the encoder's width and the labels are known.
@@ -67,6 +68,9 @@ def build_piqn_head(
     dropout (float): dropout inside the head (spaCy's [training] dropout does not reach torch).
     classifier_dropout (float): dropout on the entity classifier's input (PIQN uses 0.5).
     query_interaction (bool): whether queries attend to each other (the paper's ablation: off).
+    one_way (bool): words never attend to the queries in the word-level layers (PIQN's one-way
+        self-attention), so queries read the words without changing them; False is the paper's
+        "w/o one-way SA" ablation.
     common_embedding (bool): add a shared "query type" vector to every query's content.
     max_padded_words (int): the head runs a batch's windows in groups of similar length, each
         padded to at most this many words (a longer window runs alone), instead of padding every
@@ -94,6 +98,7 @@ def build_piqn_head(
         dropout=dropout,
         classifier_dropout=classifier_dropout,
         query_interaction=query_interaction,
+        one_way=one_way,
         common_embedding=common_embedding,
         max_padded_words=max_padded_words,
     )

@@ -35,6 +35,7 @@ class HeadSettings:
     dropout: float = 0.0
     classifier_dropout: float = 0.5
     query_interaction: bool = True
+    one_way: bool = True
     common_embedding: bool = True
     max_padded_words: int = 1024
 

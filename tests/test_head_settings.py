@@ -16,7 +16,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from spacy_piqn.layers.torch_head import head_settings
 from spacy_piqn.settings import HeadSettings
 from spacy_piqn.torch_modules.common import unpacked_bilstm
-from spacy_piqn.torch_modules.head import PIQNHead, anchor_prior
+from spacy_piqn.torch_modules.head import OneWayLayer, PIQNHead, anchor_prior
 
 from .conftest import NESTED_DATA, REPO, SHARED_DATA, TINY_PIQN, make_examples
 
@@ -125,6 +125,56 @@ def test_pointer_variants_give_boundary_logits_over_real_words(pointer, fusion):
     # Padded words can never be a boundary.
     assert torch.softmax(left[-1, 1], -1)[:, 3:].max() < 1e-6
     assert torch.isfinite(classes).all()
+
+
+def joint_attention_reference(layer, words, queries, position, word_mask):
+    """The word-level layer as PIQN's code runs it: one (n+M)×(n+M) attention over [words ; queries], queries'
+    Q and K from (e + p) / 2 and V from e, with the words→queries block masked unless ``one_way`` is off and the
+    queries→queries block masked without ``query_interaction``."""
+    n, m = words.shape[1], queries.shape[1]
+    allowed = torch.ones(words.shape[0], n + m, n + m, dtype=torch.bool)
+    allowed[:, :, :n] &= word_mask[:, None, :]
+    if layer.one_way:
+        allowed[:, :n, n:] = False
+    if not layer.query_interaction:
+        allowed[:, n:, n:] = False
+    hidden = torch.cat([words, queries], dim=1)
+    positioned = torch.cat([words, (queries + position) / 2], dim=1)
+    d = words.shape[-1] // layer.n_heads
+    scores = layer._split(layer.q(positioned)) @ layer._split(layer.k(positioned)).transpose(-1, -2) / d**0.5
+    context = scores.masked_fill(~allowed[:, None], float("-inf")).softmax(-1) @ layer._split(layer.v(hidden))
+    hidden = layer.attn_norm(hidden + layer.out(layer._merge(context)))
+    hidden = layer.ffn_norm(hidden + layer.ffn_out(torch.nn.functional.gelu(layer.ffn_in(hidden))))
+    return hidden[:, :n], hidden[:, n:]
+
+
+@pytest.mark.parametrize("interaction", [True, False])
+@pytest.mark.parametrize("one_way", [True, False])
+def test_word_level_layer_is_the_joint_masked_attention(interaction, one_way):
+    torch.manual_seed(0)
+    layer = OneWayLayer(16, 4, 0.0, interaction, one_way).eval()
+    words, queries, position = torch.randn(2, 5, 16), torch.randn(2, 3, 16), torch.randn(3, 16)
+    word_mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+    with torch.no_grad():
+        got = layer(words, queries, position, word_mask)
+        want = joint_attention_reference(layer, words, queries, position, word_mask)
+    for ours, theirs in zip(got, want):
+        torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("one_way", [True, False])
+def test_only_two_way_layers_let_queries_change_the_words(one_way):
+    torch.manual_seed(0)
+    settings = HeadSettings(width=16, n_queries=4, n_layers=2, n_heads=2, one_way=one_way)
+    head = PIQNHead(8, 3, settings).eval()
+    windows = [torch.randn(6, 8), torch.randn(3, 8)]
+    words, mask = head.encode_words(windows)
+    content, position = head.queries()
+    state = content.unsqueeze(0).expand(2, -1, -1)
+    with torch.no_grad():
+        before, _ = head.layers[0](words, state, position, mask)
+        after, _ = head.layers[0](words, state + 1.0, position, mask)
+    assert torch.equal(before, after) == one_way
 
 
 @pytest.mark.parametrize(
@@ -254,7 +304,9 @@ def test_load_time_config_sets_run_time_head_settings_everywhere(trained_tiny, t
     assert spans == [[(s.start, s.end, s.label_) for s in d.spans["sc"]] for d in loaded.pipe(docs)]
 
 
-@pytest.mark.parametrize("override", [{"anchor_strength": 0.0}, {"n_queries": 9}, {"pointer": "sigmoid"}])
+@pytest.mark.parametrize(
+    "override", [{"anchor_strength": 0.0}, {"n_queries": 9}, {"pointer": "sigmoid"}, {"one_way": False}]
+)
 def test_load_time_config_cannot_change_what_the_model_learned(trained_tiny, tmp_path, override):
     nlp, _ = trained_tiny
     nlp.to_disk(tmp_path / "p")

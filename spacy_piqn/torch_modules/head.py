@@ -71,15 +71,17 @@ class OneWayLayer(nn.Module):
     Words and queries share every weight. The word rows are an ordinary n×n self-attention;
     the query rows attend to the words (and, with ``query_interaction``, to all queries), so
     the masked words→queries block is never computed. Query positions enter the queries'
-    Q and K as (e + p) / 2 and stay out of V.
+    Q and K as (e + p) / 2 and stay out of V. ``one_way = False`` (the paper's "w/o one-way
+    SA" ablation) lets the words attend to the queries too, so queries change the words.
     """
 
-    def __init__(self, width: int, n_heads: int, dropout: float, query_interaction: bool):
+    def __init__(self, width: int, n_heads: int, dropout: float, query_interaction: bool, one_way: bool = True):
         super().__init__()
         if width % n_heads:
             raise ValueError(Errors.E010.format(width=width, n_heads=n_heads))
         self.n_heads = n_heads
         self.query_interaction = query_interaction
+        self.one_way = one_way
         self.q = nn.Linear(width, width)
         self.k = nn.Linear(width, width)
         self.v = nn.Linear(width, width)
@@ -119,23 +121,32 @@ class OneWayLayer(nn.Module):
         n_words = words.shape[1]
         # (B, 1, 1, n): True where a key is a real word.
         key_mask = word_mask[:, None, None, :]
-        word_ctx = F.scaled_dot_product_attention(
-            self._split(self.q(words)), k_w, v_w, attn_mask=key_mask, dropout_p=p_drop
-        )
         positioned = (queries + position) / 2
-        q_e = self._split(self.q(positioned))
-        if self.query_interaction:
+        n_queries = queries.shape[1]
+        if self.query_interaction or not self.one_way:
             k_all = torch.cat([k_w, self._split(self.k(positioned))], dim=2)
             v_all = torch.cat([v_w, self._split(self.v(queries))], dim=2)
-            n_queries = queries.shape[1]
+            # (B, 1, 1, n + M): every query is a key.
+            all_keys = torch.cat([key_mask, key_mask.new_ones(key_mask.shape[:-1] + (n_queries,))], dim=-1)
+        if self.one_way:
+            word_keys, word_values, word_key_mask = k_w, v_w, key_mask
+        else:
+            word_keys, word_values, word_key_mask = k_all, v_all, all_keys
+        word_ctx = F.scaled_dot_product_attention(
+            self._split(self.q(words)), word_keys, word_values, attn_mask=word_key_mask, dropout_p=p_drop
+        )
+        q_e = self._split(self.q(positioned))
+        if self.query_interaction:
             if query_mask is None:
-                query_keys = key_mask.new_ones(key_mask.shape[:-1] + (n_queries,))
-                query_mask = torch.cat([key_mask, query_keys], dim=-1)
+                query_mask = all_keys
             else:
                 query_mask = torch.cat([key_mask.expand(-1, -1, n_queries, -1), query_mask[:, None]], dim=-1)
+            query_keys, query_values = k_all, v_all
         else:
-            k_all, v_all, query_mask = k_w, v_w, key_mask
-        query_ctx = F.scaled_dot_product_attention(q_e, k_all, v_all, attn_mask=query_mask, dropout_p=p_drop)
+            query_keys, query_values, query_mask = k_w, v_w, key_mask
+        query_ctx = F.scaled_dot_product_attention(
+            q_e, query_keys, query_values, attn_mask=query_mask, dropout_p=p_drop
+        )
         # Position-wise parts run once over both streams (same weights).
         hidden = torch.cat([words, queries], dim=1)
         ctx = torch.cat([self._merge(word_ctx), self._merge(query_ctx)], dim=1)
@@ -272,7 +283,7 @@ class PIQNHead(nn.Module):
         # Query states handed over by a query-carrying encoder replace the learned content.
         self.query_in = nn.Linear(query_in, s.width) if query_in else None
         self.layers = nn.ModuleList(
-            OneWayLayer(s.width, s.n_heads, s.dropout, s.query_interaction) for _ in range(s.n_layers)
+            OneWayLayer(s.width, s.n_heads, s.dropout, s.query_interaction, s.one_way) for _ in range(s.n_layers)
         )
         self.anchor_strength = s.anchor_strength
         self.left = EntityPointer(s.width, s.pointer_width or s.width, s.pointer_fusion)
