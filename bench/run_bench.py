@@ -71,6 +71,7 @@ from timing import (
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "bench"
+DEFAULT_PLOT = BENCH / "f1_over_time.png"  # rewritten by every run: not a change of the code (git_commit)
 RUNS = BENCH / "runs"
 LOGGER_CODE = BENCH / "bench_logger.py"
 DEFAULT_DATA_DIR = Path("/work/shared/data")
@@ -227,12 +228,14 @@ class RunResult:
 
 
 def git_commit() -> tuple[str, bool | None]:
-    """HEAD and whether tracked files differ from it (read-only: no index refresh). Without git or a repository
-    (a copy of the working tree on another machine): $BENCH_COMMIT or "unknown", and None (not known)."""
+    """HEAD and whether tracked files differ from it (read-only: no index refresh), the plot every run rewrites
+    (``--plot``'s default) aside. Without git or a repository (a copy of the working tree on another machine):
+    $BENCH_COMMIT or "unknown", and None (not known)."""
+    plot = f":(exclude){DEFAULT_PLOT.relative_to(REPO)}"
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True)
         status = subprocess.run(
-            ["git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=no"],
+            ["git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=no", "--", ".", plot],
             cwd=REPO,
             capture_output=True,
             text=True,
@@ -1232,7 +1235,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     run.add_argument("--runs-dir", type=Path, default=RUNS, help="where each run keeps its config, logs and models")
     run.add_argument("--results", type=Path, default=BENCH / "results.jsonl")
-    run.add_argument("--plot", type=Path, default=BENCH / "f1_over_time.png")
+    run.add_argument("--plot", type=Path, default=DEFAULT_PLOT)
     run.set_defaults(func=run_command)
 
     inf = sub.add_parser("infer", help="score one trained pipeline on gold tokens and time it")
