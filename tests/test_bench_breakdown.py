@@ -1,4 +1,4 @@
-"""bench/run_bench.py: ``breakdown``'s counts by span length and seen / unseen; ``raw``'s text as written."""
+"""bench/run_bench.py: ``breakdown``'s counts by span length and seen / unseen; ``raw``'s text as written; the dirty flag."""
 
 import sys
 from pathlib import Path
@@ -37,3 +37,25 @@ def test_raw_writes_gold_tokens_as_text_with_punctuation_attached():
     words = ["(", "NF-kappa", "B", ")", ".", "In", "T", "cells", ",", "IL-2", "[", "1", "]", ";", "ok"]
     doc = Doc(spacy.blank("en").vocab, words=words, spaces=run_bench.written_spaces(words))
     assert doc.text == "(NF-kappa B). In T cells, IL-2 [1]; ok"
+
+
+def test_a_rewritten_plot_does_not_mark_the_commit_dirty(tmp_path, monkeypatch):
+    """Every run rewrites bench/f1_over_time.png (tracked); the runs after it are still of a clean tree."""
+    import subprocess
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "f1_over_time.png").write_bytes(b"plot")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+    monkeypatch.setattr(run_bench, "REPO", tmp_path)
+    monkeypatch.setattr(run_bench, "DEFAULT_PLOT", tmp_path / "bench" / "f1_over_time.png")
+    assert run_bench.git_commit()[1] is False
+    (tmp_path / "bench" / "f1_over_time.png").write_bytes(b"another plot")
+    assert run_bench.git_commit()[1] is False
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert run_bench.git_commit()[1] is True
