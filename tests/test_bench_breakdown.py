@@ -1,4 +1,5 @@
-"""bench/run_bench.py: ``breakdown``'s counts by span length and seen / unseen; ``raw``'s text as written; the dirty flag."""
+"""bench/run_bench.py: ``breakdown``'s counts by span length and seen / unseen; ``raw``'s text as written;
+the dirty flag."""
 
 import sys
 from pathlib import Path
