@@ -1,6 +1,7 @@
 """bench/run_bench.py: ``breakdown``'s counts by span length and seen / unseen; ``raw``'s text as written;
 the dirty flag."""
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -42,7 +43,6 @@ def test_raw_writes_gold_tokens_as_text_with_punctuation_attached():
 
 def test_a_rewritten_plot_does_not_mark_the_commit_dirty(tmp_path, monkeypatch):
     """Every run rewrites bench/f1_over_time.png (tracked); the runs after it are still of a clean tree."""
-    import subprocess
 
     def git(*args):
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
