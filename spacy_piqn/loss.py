@@ -83,21 +83,17 @@ def _flat(indices: Indices, gold: List[np.ndarray], device: torch.device) -> Tup
 
 
 def loss_classes(
-    classes: torch.Tensor,
-    indices: Indices,
-    gold: List[np.ndarray],
-    label_smoothing: float = 0.0,
-    none_weight: float = 1.0,
+    classes: torch.Tensor, indices: Indices, gold: List[np.ndarray], label_smoothing: float = 0.0
 ) -> torch.Tensor:
     """Weighted mean cross-entropy of every query's class (B, M, C logits): matched queries
-    target their gold type, the others "None" (class 0), weighted by ``none_class_weight`` times
-    ``none_weight``; ``label_smoothing`` of the target spread uniformly over the classes."""
+    target their gold type, the others "None" (class 0), weighted by ``none_class_weight``;
+    ``label_smoothing`` of the target spread uniformly over the classes."""
     batch, n_queries, n_classes = classes.shape
     b_idx, q_idx, target = _flat(indices, gold, classes.device)
     class_target = torch.zeros((batch, n_queries), dtype=torch.long, device=classes.device)
     class_target[b_idx, q_idx] = target[:, 0]
     class_weights = torch.ones((n_classes,), device=classes.device)
-    class_weights[0] = none_weight * none_class_weight(len(b_idx), batch * n_queries)
+    class_weights[0] = none_class_weight(len(b_idx), batch * n_queries)
     return F.cross_entropy(
         classes.reshape(-1, n_classes).float(),
         class_target.reshape(-1),
@@ -155,9 +151,7 @@ def piqn_loss(
         indices = (
             static if static is not None else match(left[layer], right[layer], classes[layer], gold, weights, pointer)
         )
-        total = total + weights.loss_class_weight * loss_classes(
-            classes[layer], indices, gold, weights.label_smoothing, weights.none_weight
-        )
+        total = total + weights.loss_class_weight * loss_classes(classes[layer], indices, gold, weights.label_smoothing)
         total = total + weights.loss_boundary_weight * loss_boundaries(
             left[layer], right[layer], indices, gold, word_mask, pointer
         )

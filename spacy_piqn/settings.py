@@ -88,9 +88,6 @@ class LossSettings:
     static_assignment: bool = False
     # Share of the class target spread over all classes ("None" included): softer types.
     label_smoothing: float = 0.0
-    # Factor on "None"'s class weight (balanced against the matched queries): above 1 a query
-    # needs more evidence to name a type, trading recall for precision in training, not decoding.
-    none_weight: float = 1.0
 
     def __post_init__(self) -> None:
         if self.n_slots < 1:
@@ -99,8 +96,6 @@ class LossSettings:
             raise ValueError(Errors.E052.format(name="ordered_warmup_updates", value=self.ordered_warmup_updates))
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(Errors.E053.format(name="label_smoothing", value=self.label_smoothing))
-        if not self.none_weight > 0.0:
-            raise ValueError(Errors.E059.format(value=self.none_weight))
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, Any]) -> "LossSettings":

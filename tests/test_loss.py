@@ -186,17 +186,3 @@ def test_label_smoothing_penalises_a_confident_right_type_and_is_validated():
     assert smoothed == pytest.approx(2 * 0.1 / 3 * 40.0, rel=1e-3)
     with pytest.raises(ValueError, match="label_smoothing"):
         LossSettings(label_smoothing=1.0)
-
-
-def test_none_weight_scales_what_a_missed_none_costs_and_is_validated():
-    gold = [np.array([[1, 0, 2]])]
-    indices = [(np.array([0]), np.array([0]))]
-    # Query 0 is sure of its gold type (right); query 1 is unmatched but sure of type 1 (wrong).
-    classes = torch.full((1, 2, 3), -20.0)
-    classes[0, 0, 1] = classes[0, 1, 1] = 20.0
-    balanced = float(loss_classes(classes, indices, gold))
-    # A weighted mean: the wrong None query's 40 nats over the weights 1 + 1, then 3 · 40 over 1 + 3.
-    assert balanced == pytest.approx(40.0 / 2, rel=1e-3)
-    assert float(loss_classes(classes, indices, gold, none_weight=3.0)) == pytest.approx(3 * 40.0 / 4, rel=1e-3)
-    with pytest.raises(ValueError, match="none_weight"):
-        LossSettings(none_weight=0.0)
