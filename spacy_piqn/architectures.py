@@ -42,7 +42,6 @@ def build_piqn_head(
     mixed_precision: bool = False,
     lr_scale: float = 1.0,
     one_way: bool = D.one_way,
-    classifier: str = D.classifier,
 ) -> Model:
     """PIQN's word-level part: BiLSTM, L one-way query layers, entity pointer and classifier.
     Its PyTorch module is built at initialize, once the encoder's width and the labels are known.
@@ -72,9 +71,6 @@ def build_piqn_head(
     one_way (bool): words never attend to the queries in the word-level layers (PIQN's one-way
         self-attention), so queries read the words without changing them; False is the paper's
         "w/o one-way SA" ablation.
-    classifier (str): "softmax": each query's type is a distribution over the labels and "None",
-        trained with cross-entropy (PIQN's); "sigmoid": an independent probability per label,
-        "None" being none of them above 0.5, trained with a sigmoid focal loss (Deformable DETR's).
     common_embedding (bool): add a shared "query type" vector to every query's content.
     max_padded_words (int): the head runs a batch's windows in groups of similar length, each
         padded to at most this many words (a longer window runs alone), instead of padding every
@@ -95,7 +91,6 @@ def build_piqn_head(
         n_layers=n_layers,
         n_heads=n_heads,
         pointer=pointer,
-        classifier=classifier,
         anchor_strength=anchor_strength,
         pointer_fusion=pointer_fusion,
         pointer_width=pointer_width,

@@ -2,10 +2,9 @@
 queries to gold entities (indices only, no gradient), one function per loss term reads those
 indices, and one loop sums the terms over the layers (PIQN's auxiliary losses).
 
-The terms: a class loss over all queries (unmatched ones learn "None"; cross-entropy weighted so that
-"None" and matched queries weigh the same in total, or a focal loss per label: the head's
-``classifier``) and a boundary loss over the matched ones (its form follows the pointer type,
-``boundary_loss``). ``loss_and_gradient`` is what the component
+The terms: class cross-entropy over all queries (unmatched ones learn "None", weighted so that
+"None" and matched queries weigh the same in total) and a boundary loss over the matched ones (its
+form follows the pointer type, ``boundary_loss``). ``loss_and_gradient`` is what the component
 calls: the head's logits in, the loss and its gradient with respect to them out.
 """
 
@@ -18,7 +17,7 @@ from thinc.api import torch2xp, xp2torch
 
 from .assignment import assign_queries, fixed_assignment, ordered_assignment
 from .settings import LossSettings
-from .torch_modules.head import boundary_loss, boundary_probs, class_probs, sigmoid_focal_loss
+from .torch_modules.head import boundary_loss, boundary_probs
 
 # Per window: (query indices, indices into its gold array), one pair per matched query.
 Indices = List[Tuple[np.ndarray, np.ndarray]]
@@ -41,16 +40,14 @@ def match(
     gold: List[np.ndarray],
     weights: LossSettings,
     pointer: str,
-    classifier: str = "softmax",
 ) -> Indices:
     """Hungarian one-to-many assignment of one layer's queries to each window's gold slots, on
-    the cost −(w_c·P_type + w_b·(P_left + P_right)) of that layer's own predictions (P_type as the
-    head's ``classifier`` reads its logits).
+    the cost −(w_c·P_type + w_b·(P_left + P_right)) of that layer's own predictions.
 
     left/right (B, M, n) and classes (B, M, C) are logits; gold[b] an int array (G_b, 3) of
     (class id >= 1, left, right) with inclusive word indices."""
     with torch.no_grad():
-        p_class = class_probs(classes.float(), classifier).cpu().numpy()
+        p_class = torch.softmax(classes.float(), -1).cpu().numpy()
         p_left = boundary_probs(left.float(), pointer).cpu().numpy()
         p_right = boundary_probs(right.float(), pointer).cpu().numpy()
     return [
@@ -86,26 +83,15 @@ def _flat(indices: Indices, gold: List[np.ndarray], device: torch.device) -> Tup
 
 
 def loss_classes(
-    classes: torch.Tensor,
-    indices: Indices,
-    gold: List[np.ndarray],
-    label_smoothing: float = 0.0,
-    classifier: str = "softmax",
+    classes: torch.Tensor, indices: Indices, gold: List[np.ndarray], label_smoothing: float = 0.0
 ) -> torch.Tensor:
-    """The class loss of every query (B, M, C logits): matched queries target their gold type, the
-    others "None" (class 0). "softmax": a weighted mean cross-entropy, "None" weighted by
-    ``none_class_weight``, ``label_smoothing`` of the target spread uniformly over the classes.
-    "sigmoid": the focal loss of each label's probability (unmatched queries: no label), summed and
-    divided by the number of matched queries as DETR's losses are; ``label_smoothing`` moves each
-    binary target that far towards 0.5."""
+    """Weighted mean cross-entropy of every query's class (B, M, C logits): matched queries
+    target their gold type, the others "None" (class 0), weighted by ``none_class_weight``;
+    ``label_smoothing`` of the target spread uniformly over the classes."""
     batch, n_queries, n_classes = classes.shape
     b_idx, q_idx, target = _flat(indices, gold, classes.device)
     class_target = torch.zeros((batch, n_queries), dtype=torch.long, device=classes.device)
     class_target[b_idx, q_idx] = target[:, 0]
-    if classifier == "sigmoid":
-        onehot = F.one_hot(class_target, n_classes)[..., 1:].float()
-        onehot = onehot * (1 - label_smoothing) + label_smoothing / 2
-        return sigmoid_focal_loss(classes[..., 1:], onehot) / max(len(b_idx), 1)
     class_weights = torch.ones((n_classes,), device=classes.device)
     class_weights[0] = none_class_weight(len(b_idx), batch * n_queries)
     return F.cross_entropy(
@@ -145,7 +131,6 @@ def piqn_loss(
     weights: LossSettings,
     pointer: str = "softmax",
     ordered: bool = False,
-    classifier: str = "softmax",
 ) -> torch.Tensor:
     """Sum over layers of w_c · class CE + w_b · boundary loss.
 
@@ -164,13 +149,9 @@ def piqn_loss(
     total = left.new_zeros(())
     for layer in range(n_layers):
         indices = (
-            static
-            if static is not None
-            else match(left[layer], right[layer], classes[layer], gold, weights, pointer, classifier)
+            static if static is not None else match(left[layer], right[layer], classes[layer], gold, weights, pointer)
         )
-        total = total + weights.loss_class_weight * loss_classes(
-            classes[layer], indices, gold, weights.label_smoothing, classifier
-        )
+        total = total + weights.loss_class_weight * loss_classes(classes[layer], indices, gold, weights.label_smoothing)
         total = total + weights.loss_boundary_weight * loss_boundaries(
             left[layer], right[layer], indices, gold, word_mask, pointer
         )
@@ -178,17 +159,12 @@ def piqn_loss(
 
 
 def loss_and_gradient(
-    scores: Any,
-    gold: List[np.ndarray],
-    weights: LossSettings,
-    pointer: str,
-    ordered: bool = False,
-    classifier: str = "softmax",
+    scores: Any, gold: List[np.ndarray], weights: LossSettings, pointer: str, ordered: bool = False
 ) -> Tuple[float, Tuple[Any, Any, Any]]:
     """The loss of a ``PIQNOutput``'s logits and its gradient (left, right, classes) as arrays of the
     same shapes; pointer logits get zeros where nothing reached them (an entity-free batch)."""
     leaves = [xp2torch(a, requires_grad=True) for a in (scores.left, scores.right, scores.classes)]
-    loss = piqn_loss(*leaves, scores.lengths, gold, weights, pointer, ordered, classifier)
+    loss = piqn_loss(*leaves, scores.lengths, gold, weights, pointer, ordered)
     loss.backward()
     grads = tuple(torch2xp(t.grad if t.grad is not None else torch.zeros_like(t)) for t in leaves)
     return float(loss.detach()), grads

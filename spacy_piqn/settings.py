@@ -15,7 +15,6 @@ from typing import Any, Dict, Mapping, Tuple
 from .errors import Errors
 
 POINTERS = ("softmax", "sigmoid")
-CLASSIFIERS = ("softmax", "sigmoid")
 FUSIONS = ("additive", "bilinear")
 DECODING_MODES = ("nested", "flat")
 
@@ -29,7 +28,6 @@ class HeadSettings:
     n_layers: int = 1
     n_heads: int = 8
     pointer: str = "softmax"
-    classifier: str = "softmax"
     anchor_strength: float = 8.0
     pointer_fusion: str = "bilinear"
     pointer_width: int = 64
@@ -44,8 +42,6 @@ class HeadSettings:
     def __post_init__(self) -> None:
         if self.pointer not in POINTERS:
             raise ValueError(Errors.E006.format(options=POINTERS, value=self.pointer))
-        if self.classifier not in CLASSIFIERS:
-            raise ValueError(Errors.E059.format(options=CLASSIFIERS, value=self.classifier))
         if self.pointer_fusion not in FUSIONS:
             raise ValueError(Errors.E007.format(options=FUSIONS, value=self.pointer_fusion))
         if self.anchor_strength < 0:

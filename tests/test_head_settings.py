@@ -18,7 +18,7 @@ from spacy_piqn.settings import HeadSettings
 from spacy_piqn.torch_modules.common import unpacked_bilstm
 from spacy_piqn.torch_modules.head import OneWayLayer, PIQNHead, anchor_prior
 
-from .conftest import NESTED_DATA, REPO, SHARED_DATA, TINY_PIQN, make_examples, train_tiny
+from .conftest import NESTED_DATA, REPO, SHARED_DATA, TINY_PIQN, make_examples
 
 CONFIGS = sorted((REPO / "configs").glob("*.cfg"))
 
@@ -183,7 +183,6 @@ def test_only_two_way_layers_let_queries_change_the_words(one_way):
         ({"pointer_fusion": "concat"}, r"^\[E007\] pointer_fusion must be one of .*got 'concat'"),
         ({"anchor_strength": -1.0}, r"^\[E008\] anchor_strength must be >= 0, got -1.0"),
         ({"width": 31}, r"^\[E009\] hidden_width must be even"),
-        ({"classifier": "focal"}, r"^\[E059\] classifier must be one of .*got 'focal'"),
     ],
 )
 def test_invalid_head_settings_are_clear_errors(setting, message):
@@ -306,8 +305,7 @@ def test_load_time_config_sets_run_time_head_settings_everywhere(trained_tiny, t
 
 
 @pytest.mark.parametrize(
-    "override",
-    [{"anchor_strength": 0.0}, {"n_queries": 9}, {"pointer": "sigmoid"}, {"one_way": False}, {"classifier": "sigmoid"}],
+    "override", [{"anchor_strength": 0.0}, {"n_queries": 9}, {"pointer": "sigmoid"}, {"one_way": False}]
 )
 def test_load_time_config_cannot_change_what_the_model_learned(trained_tiny, tmp_path, override):
     nlp, _ = trained_tiny
@@ -315,18 +313,3 @@ def test_load_time_config_cannot_change_what_the_model_learned(trained_tiny, tmp
     key = next(iter(override))
     with pytest.raises(ValueError, match=f"E051.*{key}"):
         spacy.load(tmp_path / "p", config={"components": {"piqn": {"model": {"head": override}}}})
-
-
-def test_sigmoid_classifier_learns_the_nested_gold_and_round_trips(tmp_path):
-    head = {**TINY_PIQN["model"]["head"], "classifier": "sigmoid"}
-    nlp, examples = train_tiny(config={**TINY_PIQN, "model": {**TINY_PIQN["model"], "head": head}})
-    assert nlp.evaluate(examples)["spans_sc_f"] == 1.0
-    nlp.to_disk(tmp_path / "p")
-    loaded = spacy.load(tmp_path / "p")
-    assert head_settings(loaded.get_pipe("piqn").model.get_ref("head")).classifier == "sigmoid"
-    texts = [eg.predicted.text for eg in examples]
-    for before, after in zip(nlp.pipe(texts), loaded.pipe(texts)):
-        assert [(s.start, s.end, s.label_) for s in before.spans["sc"]] == [
-            (s.start, s.end, s.label_) for s in after.spans["sc"]
-        ]
-        assert before.spans["sc"].attrs["scores"].tolist() == after.spans["sc"].attrs["scores"].tolist()

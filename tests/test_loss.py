@@ -5,7 +5,7 @@ import torch
 from spacy_piqn.loss import loss_boundaries, loss_classes, match, none_class_weight, piqn_loss
 from spacy_piqn.settings import HeadSettings, LossSettings
 from spacy_piqn.targets import gold_spans, window_targets
-from spacy_piqn.torch_modules.head import OneWayLayer, PIQNHead, class_probs
+from spacy_piqn.torch_modules.head import OneWayLayer, PIQNHead
 
 from .conftest import TINY_PIQN
 
@@ -186,47 +186,3 @@ def test_label_smoothing_penalises_a_confident_right_type_and_is_validated():
     assert smoothed == pytest.approx(2 * 0.1 / 3 * 40.0, rel=1e-3)
     with pytest.raises(ValueError, match="label_smoothing"):
         LossSettings(label_smoothing=1.0)
-
-
-def test_sigmoid_classifier_names_a_label_only_above_one_half():
-    logits = torch.tensor([[5.0, 0.3, -2.0], [5.0, -0.3, -2.0], [-9.0, 2.0, 1.5]])
-    probs = class_probs(logits, "sigmoid")
-    # The "None" logit is unused: None is 1 - the best label's probability.
-    assert torch.allclose(probs[:, 1:], torch.sigmoid(logits[:, 1:]))
-    assert torch.allclose(probs[:, 0], 1 - torch.sigmoid(logits[:, 1:]).max(-1).values)
-    assert probs.argmax(-1).tolist() == [1, 0, 1]
-    assert torch.allclose(class_probs(logits, "softmax"), torch.softmax(logits, -1))
-
-
-def test_sigmoid_focal_class_loss_supervises_every_query_and_is_finite_without_entities():
-    gold = [np.array([[1, 0, 2]]), np.zeros((0, 3), dtype=np.int64)]
-    indices = [(np.array([0]), np.array([0])), (np.zeros((0,), np.int64), np.zeros((0,), np.int64))]
-    classes = torch.zeros((2, 3, 3), requires_grad=True)
-    loss_classes(classes, indices, gold, classifier="sigmoid").backward()
-    grad = classes.grad
-    # Every query's labels learn (the matched one towards its type, all others towards no label);
-    # the unused "None" logit gets nothing.
-    assert (grad[..., 1:].abs() > 0).all() and (grad[..., 0] == 0).all()
-    assert grad[0, 0, 1] < 0 and (grad[0, 1:, 1:] > 0).all()
-    empty = [np.zeros((0, 3), dtype=np.int64)] * 2
-    none = (np.zeros((0,), np.int64), np.zeros((0,), np.int64))
-    assert torch.isfinite(loss_classes(torch.zeros((2, 3, 3)), [none, none], empty, classifier="sigmoid"))
-    # Sure and right costs almost nothing; sure and wrong costs much more.
-    right = torch.full((2, 3, 3), -9.0)
-    right[0, 0, 1] = 9.0
-    wrong = right.clone()
-    wrong[0, 0, 1], wrong[0, 0, 2] = -9.0, 9.0
-    assert float(loss_classes(right, indices, gold, classifier="sigmoid")) < 1e-6
-    assert float(loss_classes(wrong, indices, gold, classifier="sigmoid")) > 1.0
-
-
-@pytest.mark.parametrize("classifier", ["softmax", "sigmoid"])
-def test_matching_reads_the_classifiers_probabilities(classifier):
-    left, right, classes = (t[0].detach() for t in head_outputs(n_windows=1, n_queries=4))
-    classes = torch.full_like(classes, -9.0)
-    # Query 3 is sure of type 2: with boundaries equally likely for all, it takes the one entity.
-    classes[0, 3, 2] = 9.0
-    left, right = torch.zeros_like(left), torch.zeros_like(right)
-    gold = [np.array([[2, 0, 1]])]
-    queries, _ = match(left, right, classes, gold, LossSettings(n_slots=1), "softmax", classifier)[0]
-    assert queries.tolist() == [3]

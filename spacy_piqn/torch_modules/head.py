@@ -179,31 +179,6 @@ def boundary_probs(logits: torch.Tensor, pointer: str) -> torch.Tensor:
     return torch.softmax(logits, -1) if pointer == "softmax" else torch.sigmoid(logits)
 
 
-def class_probs(logits: torch.Tensor, classifier: str) -> torch.Tensor:
-    """Class probabilities (..., C) with "None" at index 0, from the classifier's logits: a
-    distribution ("softmax", PIQN's), or an independent probability per label ("sigmoid"), "None"
-    then taking 1 − the best label's, so that a label wins the argmax exactly when it passes 0.5.
-    The sigmoid classifier's own "None" logit is unused."""
-    if classifier == "softmax":
-        return torch.softmax(logits, -1)
-    labels = torch.sigmoid(logits[..., 1:])
-    return torch.cat([1.0 - labels.max(-1, keepdim=True).values, labels], dim=-1)
-
-
-def sigmoid_focal_loss(
-    logits: torch.Tensor, target: torch.Tensor, alpha: float = 0.25, gamma: float = 2.0
-) -> torch.Tensor:
-    """Summed focal loss of independent per-label probabilities (Lin et al., 2017, as Deformable
-    DETR types its queries): binary cross-entropy scaled by (1 − p_t)^γ, so that the many easy
-    negatives of unmatched queries weigh little, and by α for positives (1 − α for negatives)."""
-    logits = logits.float()
-    prob = torch.sigmoid(logits)
-    bce = F.binary_cross_entropy_with_logits(logits, target, reduction="none")
-    p_t = prob * target + (1 - prob) * (1 - target)
-    alpha_t = alpha * target + (1 - alpha) * (1 - target)
-    return (alpha_t * (1 - p_t) ** gamma * bce).sum()
-
-
 def boundary_loss(logits: torch.Tensor, target: torch.Tensor, word_mask: torch.Tensor, pointer: str) -> torch.Tensor:
     """Summed loss of matched queries' boundary logits (Q, n) against target word indices (Q,):
     cross-entropy over the real words ("softmax"), or binary cross-entropy per real word against
@@ -289,7 +264,6 @@ class PIQNHead(nn.Module):
         self.max_padded_words = s.max_padded_words
         self.n_queries = s.n_queries
         self.pointer = s.pointer
-        self.classifier = s.classifier
         if s.lstm_layers > 0:
             self.lstm: Optional[nn.LSTM] = nn.LSTM(
                 n_in,
@@ -398,11 +372,7 @@ class PIQNHead(nn.Module):
         left, right, logits = torch.stack(lefts), torch.stack(rights), torch.stack(classes)
         if all_layers:
             return left, right, logits
-        return (
-            boundary_probs(left, self.pointer),
-            boundary_probs(right, self.pointer),
-            class_probs(logits, self.classifier),
-        )
+        return boundary_probs(left, self.pointer), boundary_probs(right, self.pointer), torch.softmax(logits, -1)
 
 
 def predicted_words(spans: Optional[torch.Tensor], mask: torch.Tensor) -> Tuple[Optional[torch.Tensor], torch.Tensor]:
