@@ -186,3 +186,26 @@ def test_label_smoothing_penalises_a_confident_right_type_and_is_validated():
     assert smoothed == pytest.approx(2 * 0.1 / 3 * 40.0, rel=1e-3)
     with pytest.raises(ValueError, match="label_smoothing"):
         LossSettings(label_smoothing=1.0)
+
+
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.2])
+def test_class_loss_is_least_at_the_smoothed_target_of_every_query(label_smoothing):
+    """Matched queries are few (None weighs 1/4), yet a None query's optimum is the documented
+    target, (1 − ε) on None plus ε spread over all classes, and a matched query's likewise."""
+    n_classes, eps = 5, label_smoothing
+    gold = [np.array([[2, 0, 1]])]
+    indices = [(np.array([0]), np.array([0]))]
+    target = np.full((5, n_classes), eps / n_classes)
+    target[0, 2] += 1 - eps
+    target[1:, 0] += 1 - eps
+    # Logits at the target's log-probabilities (a floor where the target is 0): the gradient vanishes.
+    classes = torch.tensor(np.log(np.maximum(target, 1e-12)), dtype=torch.float32)[None].requires_grad_(True)
+    loss_classes(classes, indices, gold, label_smoothing=label_smoothing).backward()
+    assert none_class_weight(1, 5) == 0.25
+    assert classes.grad.abs().max() < 1e-5
+    # Without smoothing it is torch's weighted cross-entropy.
+    if eps == 0.0:
+        logits = torch.randn((1, 5, n_classes), generator=torch.Generator().manual_seed(0))
+        weights = torch.tensor([0.25] + [1.0] * (n_classes - 1))
+        expected = torch.nn.functional.cross_entropy(logits[0], torch.tensor([2, 0, 0, 0, 0]), weight=weights)
+        assert float(loss_classes(logits, indices, gold)) == pytest.approx(float(expected), rel=1e-6)
