@@ -456,6 +456,20 @@ def write_run_config(
     return path
 
 
+def stop_point(
+    evals: list[dict[str, Any]], stop: dict[str, Any] | None, killed: bool, max_steps: int
+) -> tuple[int, str]:
+    """Updates made and what ended training: the logger's time stop, the harness's kill, or the run config's
+    max_steps (not the budget's, which a --set may override)."""
+    if stop:
+        return stop["steps"], "wall_s"
+    if killed:
+        # Killed before the logger's own time stop (start-up counts towards --grace-s): the steps actually made
+        # are unknown, the last evaluated one is a lower bound.
+        return (evals[-1]["step"] if evals else 0), "killed"
+    return max_steps + 1, "max_steps"  # spaCy's steps count from 0
+
+
 def read_train_log(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     if not path.exists():
         return [], None
@@ -596,14 +610,12 @@ def evaluate_one(
         model = run_dir / "model-last"
     if (code != 0 and stop is None and not trained.killed) or not (model / "meta.json").exists():
         raise RuntimeError(f"spacy train failed (exit {code}); see {run_dir / 'train.log'}")
-    if stop:
-        steps, stopped_by = stop["steps"], "wall_s"
-    elif trained.killed:
-        # Killed before the logger's own time stop (start-up counts towards --grace-s): the steps actually made
-        # are unknown, the last evaluated one is a lower bound.
-        steps, stopped_by = (evals[-1]["step"] if evals else 0), "killed"
-    else:
-        steps, stopped_by = budget.max_steps + 1, "max_steps"  # spaCy's steps count from 0
+    from spacy.util import load_config
+
+    run_config = load_config(config_path, interpolate=True)
+    # A --set of training.max_steps overrides the budget's.
+    max_steps = run_config["training"]["max_steps"]
+    steps, stopped_by = stop_point(evals, stop, trained.killed, max_steps)
     f_key = TRAIN_F_KEY[system]
     best = max(evals, key=lambda row: row["score"]) if evals else None
     batch_size = args.batch_size or ENCODERS[encoder].batch_size
@@ -652,7 +664,7 @@ def evaluate_one(
         "batch_size": measured["batch_size"],
         "torch_threads": measured["torch_threads"],
         "train_threads": args.train_threads,
-        "max_steps": budget.max_steps,
+        "max_steps": max_steps,
         "wall_limit_s": budget.wall_s,
         "eval_frequency": budget.eval_frequency,
         "steps": steps,
@@ -682,10 +694,7 @@ def evaluate_one(
         extra["ngram_sizes"] = f"1-{ngram_max}"
     if ENCODERS[encoder].transformer:
         extra["trf_name"] = args.trf_name or "config default"
-    from spacy.util import load_config
-
-    run_config = load_config(config_path, interpolate=True)
-    budget_name = f"{budget.wall_s / 60:g}min" if stopped_by != "max_steps" else f"{budget.max_steps}steps"
+    budget_name = f"{budget.wall_s / 60:g}min" if stopped_by != "max_steps" else f"{max_steps}steps"
     result = RunResult(
         system=system,
         encoder=encoder,

@@ -1,5 +1,5 @@
 """bench/run_bench.py: ``breakdown``'s counts by span length and seen / unseen; ``raw``'s text as written;
-the dirty flag."""
+the dirty flag; the updates a row reports."""
 
 import subprocess
 import sys
@@ -60,3 +60,20 @@ def test_a_rewritten_plot_does_not_mark_the_commit_dirty(tmp_path, monkeypatch):
     assert run_bench.git_commit()[1] is False
     (tmp_path / "code.py").write_text("x = 2\n")
     assert run_bench.git_commit()[1] is True
+
+
+def test_a_row_counts_the_updates_of_the_configs_max_steps_not_the_budgets(tmp_path):
+    budget = run_bench.Budget(max_steps=1000, wall_s=3600, eval_frequency=250)
+    overrides = [("piqn", "training.max_steps", 500)]
+    path = run_bench.write_run_config(
+        "piqn", "tok2vec", "genia", budget, tmp_path / "train.spacy", tmp_path / "dev.spacy", tmp_path, None, None,
+        overrides,
+    )  # fmt: skip
+    config = spacy.util.load_config(path, interpolate=True)
+    # The schedule stays sized to the budget; training stops at the override.
+    assert config["training"]["optimizer"]["learn_rate"]["total_steps"] == 1000
+    max_steps = config["training"]["max_steps"]
+    assert run_bench.stop_point([], None, False, max_steps) == (501, "max_steps")
+    evals = [{"step": 0}, {"step": 250}]
+    assert run_bench.stop_point(evals, {"steps": 312}, False, max_steps) == (312, "wall_s")
+    assert run_bench.stop_point(evals, None, True, max_steps) == (250, "killed")
