@@ -582,7 +582,10 @@ def train_one(
         sys.executable, "-m", "spacy", "train", str(config_path),
         "--output", str(run_dir), "--code", str(LOGGER_CODE), "--gpu-id", str(args.gpu_id),
     ]  # fmt: skip
-    print(f"[{dataset}/{encoder}/{system}] training: max_steps={budget.max_steps}, wall limit {budget.wall_s:g}s, "
+    from spacy.util import load_config
+
+    max_steps = load_config(config_path)["training"]["max_steps"]  # a --set may override the budget's
+    print(f"[{dataset}/{encoder}/{system}] training: max_steps={max_steps}, wall limit {budget.wall_s:g}s, "
           f"eval every {budget.eval_frequency} steps, {args.train_threads} thread(s), gpu_id {args.gpu_id}; "
           f"log {run_dir / 'train.log'}", flush=True)  # fmt: skip
     train_load = round(os.getloadavg()[0], 2)
