@@ -8,13 +8,11 @@ carry context: words around it that the head reads but never predicts on.
 """
 
 import logging
-from functools import lru_cache
-from typing import Callable, Container, Iterable, List, NamedTuple, Optional, Set, Tuple
+from typing import Callable, Iterable, List, NamedTuple, Optional, Tuple
 
-from spacy.lang.tokenizer_exceptions import BASE_EXCEPTIONS
 from spacy.pipeline import Sentencizer
 from spacy.tokens import Doc
-from spacy.util import get_lang_class, registry
+from spacy.util import registry
 from spacy.vocab import Vocab
 
 from .errors import Errors, Warnings
@@ -55,37 +53,12 @@ def split_range(start: int, end: int, size: int, stride: int) -> List[Tuple[int,
     return spans
 
 
-@lru_cache(maxsize=None)
-def abbreviations(lang: str) -> Container[str]:
-    """Words spaCy's tokenizer keeps whole with their full stop ("St.", "Dr.", "U.S."), for ``lang``."""
-    try:
-        return frozenset(get_lang_class(lang).Defaults.tokenizer_exceptions)
-    except ImportError:  # a language without a registered class (a bare Vocab has none)
-        return frozenset(BASE_EXCEPTIONS)
-
-
-def rule_starts(doc: Doc, rule: Sentencizer) -> Set[int]:
-    """The sentencizer rule's sentence starts, except after the full stop of an abbreviation or an initial.
-
-    Pre-tokenized corpora split that stop from its word ("St . Gallen", "Robert R . Livingston" in GermEval
-    2014), where spaCy's tokenizer keeps "St." whole; the plain rule ends a sentence there and cuts the entity
-    into two windows, where it can be neither trained on nor predicted."""
-    starts = {i for i, is_start in enumerate(rule.predict([doc])[0]) if is_start}
-    known = abbreviations(doc.vocab.lang)
-    for i in sorted(starts):
-        if i >= 2 and doc[i - 1].text == ".":
-            word = doc[i - 2].text
-            if word + "." in known or (len(word) == 1 and word.isupper()):
-                starts.discard(i)
-    return starts
-
-
 def sentence_stretches(doc: Doc, rule: Sentencizer) -> List[Tuple[int, int]]:
-    """(start, end) of each sentence: those of spaCy's ``sentencizer`` punctuation rule (:func:`rule_starts`),
-    plus the doc's own boundaries where a component set them (the doc itself is not changed). The rule's
-    boundaries are kept alongside a component's so that one which finds too few (e.g. a ``senter`` trained on
-    one sentence per Doc) never leaves whole paragraphs in one window."""
-    starts = rule_starts(doc, rule)
+    """(start, end) of each sentence: those of spaCy's ``sentencizer`` punctuation rule, plus the doc's own
+    boundaries where a component set them (the doc itself is not changed). The rule's boundaries are kept
+    alongside a component's so that one which finds too few (e.g. a ``senter`` trained on one sentence per Doc)
+    never leaves whole paragraphs in one window."""
+    starts = {i for i, is_start in enumerate(rule.predict([doc])[0]) if is_start}
     if doc.has_annotation("SENT_START"):
         starts.update(sent.start for sent in doc.sents)
     ordered = sorted(starts)

@@ -275,20 +275,3 @@ def test_shipped_configs_learn_sentences_from_documents(name):
     assert "senter" in pipeline and pipeline.index("senter") < pipeline.index("piqn")
     assert config["corpora"]["train"]["sent_starts"] is True and config["corpora"]["dev"]["sent_starts"] is False
     assert config["training"]["score_weights"]["sents_f"] == 0.0
-
-
-@pytest.mark.parametrize(
-    "lang,text,starts",
-    [
-        ("de", "Er wohnt in St . Gallen . Dann kam Robert R . Livingston", [0, 7]),
-        ("en", "Dr . Smith met Mr . Jones .", [0]),
-        ("en", "IL-2 binds . T cells grow", [0, 3]),  # a sentence ending after a word, not an abbreviation
-    ],
-)
-def test_an_abbreviations_full_stop_does_not_end_a_window(lang, text, starts):
-    """Pre-tokenized text splits "St." into "St" "." (GermEval 2014): the window goes on across that stop and
-    an initial's, so "St . Gallen" can be found; a real sentence end still starts a window."""
-    from spacy_piqn.windows import configure_token_windows
-
-    doc = Doc(spacy.blank(lang).vocab, words=text.split())
-    assert [w.start for w in configure_token_windows()([doc])] == starts
