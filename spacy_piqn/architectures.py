@@ -42,6 +42,7 @@ def build_piqn_head(
     mixed_precision: bool = False,
     lr_scale: float = 1.0,
     one_way: bool = D.one_way,
+    word_tagger: bool = D.word_tagger,
 ) -> Model:
     """PIQN's word-level part: BiLSTM, L one-way query layers, entity pointer and classifier.
     Its PyTorch module is built at initialize, once the encoder's width and the labels are known.
@@ -72,6 +73,10 @@ def build_piqn_head(
         self-attention), so queries read the words without changing them; False is the paper's
         "w/o one-way SA" ablation.
     common_embedding (bool): add a shared "query type" vector to every query's content.
+    word_tagger (bool): in training, also tag each word with the labels of the gold entities that
+        cover it (a linear layer on the last word-level layer, binary cross-entropy weighted by the
+        component's loss_tag_weight): a dense typed signal for every word, which matching alone
+        gives only to the words the queries point at. Prediction never runs it.
     max_padded_words (int): the head runs a batch's windows in groups of similar length, each
         padded to at most this many words (a longer window runs alone), instead of padding every
         window to the batch's longest; 0: one group. Outputs do not change (up to float rounding);
@@ -101,6 +106,7 @@ def build_piqn_head(
         one_way=one_way,
         common_embedding=common_embedding,
         max_padded_words=max_padded_words,
+        word_tagger=word_tagger,
     )
     return build_torch_head(settings, mixed_precision=mixed_precision, lr_scale=lr_scale)
 

@@ -8,7 +8,7 @@ form follows the pointer type, ``boundary_loss``). ``loss_and_gradient`` is what
 calls: the head's logits in, the loss and its gradient with respect to them out.
 """
 
-from typing import Any, List, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -126,6 +126,17 @@ def loss_boundaries(
     return total / len(b_idx)
 
 
+def loss_tags(tags: torch.Tensor, gold: List[np.ndarray], word_mask: torch.Tensor) -> torch.Tensor:
+    """Mean over the real words of the summed binary cross-entropy of a word tagger's logits
+    (B, n, labels): a word's target is 1 for each label of a gold entity that covers it."""
+    target = torch.zeros_like(tags, dtype=torch.float32)
+    for b, window_gold in enumerate(gold):
+        for label, left, right in window_gold:
+            target[b, left : right + 1, label - 1] = 1.0
+    bce = F.binary_cross_entropy_with_logits(tags.float(), target, reduction="none").sum(-1)
+    return (bce * word_mask).sum() / word_mask.sum().clamp(min=1)
+
+
 def piqn_loss(
     left: torch.Tensor,
     right: torch.Tensor,
@@ -135,6 +146,7 @@ def piqn_loss(
     weights: LossSettings,
     pointer: str = "softmax",
     ordered: bool = False,
+    tags: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """Sum over layers of w_c · class CE + w_b · boundary loss.
 
@@ -151,6 +163,8 @@ def piqn_loss(
     elif ordered:
         static = static_match(gold, weights.n_slots, n_queries)
     total = left.new_zeros(())
+    if tags is not None:
+        total = total + weights.loss_tag_weight * loss_tags(tags[0], gold, word_mask)
     for layer in range(n_layers):
         indices = (
             static if static is not None else match(left[layer], right[layer], classes[layer], gold, weights, pointer)
@@ -165,10 +179,11 @@ def piqn_loss(
 def loss_and_gradient(
     scores: Any, gold: List[np.ndarray], weights: LossSettings, pointer: str, ordered: bool = False
 ) -> Tuple[float, Tuple[Any, Any, Any]]:
-    """The loss of a ``PIQNOutput``'s logits and its gradient (left, right, classes) as arrays of the
-    same shapes; pointer logits get zeros where nothing reached them (an entity-free batch)."""
-    leaves = [xp2torch(a, requires_grad=True) for a in (scores.left, scores.right, scores.classes)]
-    loss = piqn_loss(*leaves, scores.lengths, gold, weights, pointer, ordered)
+    """The loss of a ``PIQNOutput``'s logits and its gradient (left, right, classes and any tags) as
+    arrays of the same shapes; pointer logits get zeros where nothing reached them (an entity-free batch)."""
+    leaves = [xp2torch(a, requires_grad=True) for a in scores.logits()]
+    tags = leaves[3] if len(leaves) > 3 else None
+    loss = piqn_loss(*leaves[:3], scores.lengths, gold, weights, pointer, ordered, tags)
     loss.backward()
     grads = tuple(torch2xp(t.grad if t.grad is not None else torch.zeros_like(t)) for t in leaves)
     return float(loss.detach()), grads

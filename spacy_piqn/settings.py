@@ -38,6 +38,7 @@ class HeadSettings:
     one_way: bool = True
     common_embedding: bool = True
     max_padded_words: int = 1024
+    word_tagger: bool = False
 
     def __post_init__(self) -> None:
         if self.pointer not in POINTERS:
@@ -88,6 +89,9 @@ class LossSettings:
     static_assignment: bool = False
     # Share of the class target spread over all classes ("None" included): softer types.
     label_smoothing: float = 0.0
+    # Weight of the word tagger's loss (a head built with word_tagger = true): every word learns
+    # which labels' entities cover it, so every word of the window is a typed example.
+    loss_tag_weight: float = 1.0
 
     def __post_init__(self) -> None:
         if self.n_slots < 1:

@@ -21,12 +21,19 @@ from .torch_head import HeadInput
 class PIQNOutput:
     """The head's outputs for every window of a batch: in training the logits of every word-level
     layer, left/right (L, B, M, n) and classes (L, B, M, C); at prediction the last layer's
-    probabilities (1, B, M, n) and (1, B, M, C). n counts the words predicted on (context excluded)."""
+    probabilities (1, B, M, n) and (1, B, M, C). n counts the words predicted on (context excluded).
+    ``tags``: in training, a word tagger's logits (1, B, n, C - 1); None without one."""
 
     windows: List[Window]
     left: Optional[Floats4d]
     right: Optional[Floats4d]
     classes: Optional[Floats4d]
+    tags: Optional[Floats4d] = None
+
+    def logits(self) -> Tuple[Floats4d, ...]:
+        """The arrays the head returned, in its order (what its backprop takes)."""
+        arrays = (self.left, self.right, self.classes)
+        return arrays if self.tags is None else arrays + (self.tags,)
 
     @property
     def lengths(self) -> List[int]:
@@ -78,16 +85,16 @@ def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[PIQNOutput, 
         return _empty(windows)
     vectors, backprop_tok2vec = tok2vec(docs, is_train)
     X = HeadInput([vectors[w.doc][w.read_start : w.read_end] for w in windows], _spans(windows))
-    (left, right, classes), backprop_head = head(X, is_train)
+    outputs, backprop_head = head(X, is_train)
 
     def backprop(d_output: PIQNOutput) -> List[Doc]:
-        dX = backprop_head((d_output.left, d_output.right, d_output.classes))
+        dX = backprop_head(d_output.logits())
         d_vectors = [model.ops.alloc2f(*v.shape) for v in vectors]
         for window, dx in zip(windows, dX.words):
             d_vectors[window.doc][window.read_start : window.read_end] += dx
         return backprop_tok2vec(d_vectors)
 
-    return PIQNOutput(windows, left, right, classes), backprop
+    return PIQNOutput(windows, *outputs), backprop
 
 
 def build_piqn_query_transformer(
@@ -126,10 +133,10 @@ def forward_query_transformer(model: Model, docs: List[Doc], is_train: bool) -> 
         raise ValueError(Errors.E057)
     states, backprop_encoder = encoder((docs, windows), is_train)
     X = HeadInput([words for words, _ in states], None, [queries for _, queries in states])
-    (left, right, classes), backprop_head = head(X, is_train)
+    outputs, backprop_head = head(X, is_train)
 
     def backprop(d_output: PIQNOutput) -> List[Doc]:
-        dX = backprop_head((d_output.left, d_output.right, d_output.classes))
+        dX = backprop_head(d_output.logits())
         return backprop_encoder(list(zip(dX.words, dX.queries)))
 
-    return PIQNOutput(windows, left, right, classes), backprop
+    return PIQNOutput(windows, *outputs), backprop

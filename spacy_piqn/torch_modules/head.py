@@ -22,8 +22,9 @@ from .common import in_input_order, length_groups, unpacked_bilstm
 PAD_LOGIT = -1e4
 
 # left, right (L', B, M, n) and classes (L', B, M, C): logits of every layer in training,
-# probabilities of the last layer at prediction.
-HeadOutput = Tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+# probabilities of the last layer at prediction; in training a head with a word tagger adds its
+# logits (1, B, n, C - 1), one per word and label ("None" excluded).
+HeadOutput = Tuple[torch.Tensor, ...]
 
 
 def init_weights(module: nn.Module) -> None:
@@ -289,6 +290,7 @@ class PIQNHead(nn.Module):
         self.left = EntityPointer(s.width, s.pointer_width or s.width, s.pointer_fusion)
         self.right = EntityPointer(s.width, s.pointer_width or s.width, s.pointer_fusion)
         self.classifier = EntityClassifier(s.width, s.n_heads, n_classes, s.dropout, s.classifier_dropout, s.pointer)
+        self.tagger = nn.Linear(s.width, n_classes - 1) if s.word_tagger else None
         for module in self.modules():
             if not isinstance(module, (nn.LSTM, nn.MultiheadAttention)):
                 init_weights(module)
@@ -327,16 +329,18 @@ class PIQNHead(nn.Module):
         pad_value = PAD_LOGIT if all_layers else 0.0
         parts = []
         for group in groups:
-            left, right, classes = self._forward(
+            left, right, classes, *tags = self._forward(
                 [windows[i] for i in group],
                 None if spans is None else spans[group],
                 None if queries is None else [queries[i] for i in group],
                 all_layers,
             )
             pad = (0, n_words - left.shape[-1])
-            parts.append((F.pad(left, pad, value=pad_value), F.pad(right, pad, value=pad_value), classes))
-        left, right, classes = (in_input_order(list(stream), groups, dim=1) for stream in zip(*parts))
-        return left, right, classes
+            padded = [F.pad(left, pad, value=pad_value), F.pad(right, pad, value=pad_value), classes]
+            # Tags (1, B, n, labels): padded words along dim 2; the loss masks them.
+            padded += [F.pad(t, (0, 0, 0, n_words - t.shape[2])) for t in tags]
+            parts.append(tuple(padded))
+        return tuple(in_input_order(list(stream), groups, dim=1) for stream in zip(*parts))
 
     def _forward(
         self,
@@ -370,6 +374,9 @@ class PIQNHead(nn.Module):
                 rights.append(right)
                 classes.append(self.classifier(targets, state, target_mask, left, right))
         left, right, logits = torch.stack(lefts), torch.stack(rights), torch.stack(classes)
+        if all_layers and self.tagger is not None:
+            # ``targets``: the last layer's words to predict on.
+            return left, right, logits, self.tagger(targets).unsqueeze(0)
         if all_layers:
             return left, right, logits
         return boundary_probs(left, self.pointer), boundary_probs(right, self.pointer), torch.softmax(logits, -1)
