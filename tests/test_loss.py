@@ -209,3 +209,24 @@ def test_class_loss_is_least_at_the_smoothed_target_of_every_query(label_smoothi
         weights = torch.tensor([0.25] + [1.0] * (n_classes - 1))
         expected = torch.nn.functional.cross_entropy(logits[0], torch.tensor([2, 0, 0, 0, 0]), weight=weights)
         assert float(loss_classes(logits, indices, gold)) == pytest.approx(float(expected), rel=1e-6)
+
+
+def test_word_tagger_loss_targets_every_label_covering_a_word_and_skips_padding():
+    """Tag targets: 1 for each label of a gold entity over the word (nested entities give a word
+    two labels), 0 elsewhere; padded words get no gradient."""
+    left, right, classes = head_outputs(n_windows=2, n_classes=4)
+    tags = torch.zeros((1, 2, 6, 3), requires_grad=True)
+    gold = [np.array([[1, 0, 2], [2, 1, 1]]), np.zeros((0, 3), dtype=np.int64)]
+    loss = piqn_loss(left, right, classes, [6, 4], gold, LossSettings(n_slots=3, loss_tag_weight=2.0), tags=tags)
+    loss.backward()
+    grad = tags.grad[0]
+    covered = torch.zeros((2, 6, 3), dtype=torch.bool)
+    covered[0, 0:3, 0] = True
+    covered[0, 1, 1] = True
+    real = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])
+    assert (grad[covered] < 0).all()
+    assert (grad[~covered & real[:, :, None]] > 0).all()
+    assert (grad[~real] == 0).all()
+    # At logits 0 each real word's summed BCE is 3·ln 2; the mean over 10 real words, weighted 2.
+    without = piqn_loss(left, right, classes, [6, 4], gold, LossSettings(n_slots=3))
+    assert float(loss - without) == pytest.approx(2.0 * 3 * np.log(2.0), abs=1e-5)

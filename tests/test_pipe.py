@@ -407,3 +407,33 @@ def test_prediction_windows_apart_from_training_windows():
     assert [(w.start, w.end) for w in model.predict(docs).windows] == [(0, 4), (2, 6), (4, 8), (6, 10)]
     doc = nlp("a b c d e f g h i j")
     assert all(0 <= s.start < s.end <= 10 for s in doc.spans["sc"])
+
+
+def test_word_tagger_trains_round_trips_and_never_changes_prediction(tmp_path):
+    """The word tagger adds a training signal only: its logits come out in training alone, the
+    loss is the same whether windows run in one batch or in length groups, and a saved pipeline
+    keeps the switch."""
+    head = {**TINY_PIQN["model"]["head"], "word_tagger": True}
+    config = {**TINY_PIQN, "model": {"head": head}, "loss_tag_weight": 2.0}
+    nlp, examples = train_tiny(config=config)
+    assert nlp.evaluate(examples)["spans_sc_f"] == 1.0
+    model = nlp.get_pipe("piqn").model
+    docs = [eg.predicted for eg in examples]
+    trained, _ = model.begin_update(docs)
+    assert trained.tags is not None and trained.tags.shape[:3] == (1, len(trained.windows), trained.left.shape[-1])
+    assert model.predict(docs).tags is None
+    nlp.to_disk(tmp_path)
+    loaded = spacy.load(tmp_path)
+    assert loaded.get_pipe("piqn").model.get_ref("head").attrs["settings"]["word_tagger"] is True
+    texts = [text for text, _ in NESTED_DATA]
+    assert [spans_of(d) for d in loaded.pipe(texts)] == [spans_of(d) for d in nlp.pipe(texts)]
+
+    def first_losses(max_padded_words: int) -> list:
+        fix_random_seed(0)
+        fresh = spacy.blank("en")
+        fresh.add_pipe("piqn", config={**config, "model": {"head": {**head, "max_padded_words": max_padded_words}}})
+        fresh_examples = make_examples(fresh, NESTED_DATA)
+        optimizer = fresh.initialize(lambda: fresh_examples)
+        return [fresh.update(fresh_examples, sgd=optimizer)["piqn"] for _ in range(2)]
+
+    assert np.allclose(first_losses(0), first_losses(1), rtol=1e-5)
