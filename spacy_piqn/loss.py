@@ -148,7 +148,8 @@ def piqn_loss(
     ordered: bool = False,
     tags: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
-    """Sum over layers of w_c · class CE + w_b · boundary loss.
+    """Sum over layers of w_c · class CE + w_b · boundary loss, plus w_t · the word tagger's loss
+    when ``tags`` (its logits (1, B, n, labels)) are given.
 
     left/right (L, B, M, n) and classes (L, B, M, C) are logits; lengths the real word count of each
     window; gold[b] an int array (G_b, 3) of (class id >= 1, left, right), inclusive word indices.
@@ -178,7 +179,7 @@ def piqn_loss(
 
 def loss_and_gradient(
     scores: Any, gold: List[np.ndarray], weights: LossSettings, pointer: str, ordered: bool = False
-) -> Tuple[float, Tuple[Any, Any, Any]]:
+) -> Tuple[float, Tuple[Any, ...]]:
     """The loss of a ``PIQNOutput``'s logits and its gradient (left, right, classes and any tags) as
     arrays of the same shapes; pointer logits get zeros where nothing reached them (an entity-free batch)."""
     leaves = [xp2torch(a, requires_grad=True) for a in scores.logits()]
