@@ -129,10 +129,16 @@ def loss_boundaries(
 def loss_tags(tags: torch.Tensor, gold: List[np.ndarray], word_mask: torch.Tensor) -> torch.Tensor:
     """Mean over the real words of the summed binary cross-entropy of a word tagger's logits
     (B, n, labels): a word's target is 1 for each label of a gold entity that covers it."""
-    target = torch.zeros_like(tags, dtype=torch.float32)
-    for b, window_gold in enumerate(gold):
-        for label, left, right in window_gold:
-            target[b, left : right + 1, label - 1] = 1.0
+    batch, n_words, n_labels = tags.shape
+    rows = [(np.full(len(g), b), g) for b, g in enumerate(gold) if len(g)]
+    target = tags.new_zeros(tags.shape, dtype=torch.float32)
+    if rows:
+        b_idx, spans = (torch.as_tensor(np.concatenate(parts), device=tags.device) for parts in zip(*rows))
+        positions = torch.arange(n_words, device=tags.device)
+        covers = (positions >= spans[:, 1:2]) & (positions <= spans[:, 2:3])  # (entities, n)
+        labels = F.one_hot(spans[:, 0] - 1, n_labels).bool()  # (entities, labels)
+        per_entity = (covers[:, :, None] & labels[:, None, :]).float()
+        target = target.index_add(0, b_idx, per_entity).clamp(max=1.0)
     bce = F.binary_cross_entropy_with_logits(tags.float(), target, reduction="none").sum(-1)
     return (bce * word_mask).sum() / word_mask.sum().clamp(min=1)
 
