@@ -126,18 +126,22 @@ def loss_boundaries(
     return total / len(b_idx)
 
 
-def loss_tags(tags: torch.Tensor, gold: List[np.ndarray], word_mask: torch.Tensor) -> torch.Tensor:
+def loss_tags(tags: torch.Tensor, gold: List[np.ndarray], word_mask: torch.Tensor, n_labels: int) -> torch.Tensor:
     """Mean over the real words of the summed binary cross-entropy of a word tagger's logits
-    (B, n, labels): a word's target is 1 for each label of a gold entity that covers it."""
-    batch, n_words, n_labels = tags.shape
+    (B, n, labels) or (B, n, 3 · labels): a word's target is 1 for each label of a gold entity that
+    covers it and, in the second and third groups of labels, that starts or ends at it."""
+    batch, n_words, n_tags = tags.shape
     rows = [(np.full(len(g), b), g) for b, g in enumerate(gold) if len(g)]
     target = tags.new_zeros(tags.shape, dtype=torch.float32)
     if rows:
         b_idx, spans = (torch.as_tensor(np.concatenate(parts), device=tags.device) for parts in zip(*rows))
         positions = torch.arange(n_words, device=tags.device)
-        covers = (positions >= spans[:, 1:2]) & (positions <= spans[:, 2:3])  # (entities, n)
+        left, right = spans[:, 1:2], spans[:, 2:3]
+        words = [(positions >= left) & (positions <= right), positions == left, positions == right]
         labels = F.one_hot(spans[:, 0] - 1, n_labels).bool()  # (entities, labels)
-        per_entity = (covers[:, :, None] & labels[:, None, :]).float()
+        per_entity = torch.cat(
+            [(at[:, :, None] & labels[:, None, :]) for at in words[: n_tags // n_labels]], dim=-1
+        ).float()
         target = target.index_add(0, b_idx, per_entity).clamp(max=1.0)
     bce = F.binary_cross_entropy_with_logits(tags.float(), target, reduction="none").sum(-1)
     return (bce * word_mask).sum() / word_mask.sum().clamp(min=1)
@@ -171,7 +175,7 @@ def piqn_loss(
         static = static_match(gold, weights.n_slots, n_queries)
     total = left.new_zeros(())
     if tags is not None:
-        total = total + weights.loss_tag_weight * loss_tags(tags[0], gold, word_mask)
+        total = total + weights.loss_tag_weight * loss_tags(tags[0], gold, word_mask, classes.shape[-1] - 1)
     for layer in range(n_layers):
         indices = (
             static if static is not None else match(left[layer], right[layer], classes[layer], gold, weights, pointer)

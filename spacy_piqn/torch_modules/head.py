@@ -290,7 +290,7 @@ class PIQNHead(nn.Module):
         self.left = EntityPointer(s.width, s.pointer_width or s.width, s.pointer_fusion)
         self.right = EntityPointer(s.width, s.pointer_width or s.width, s.pointer_fusion)
         self.classifier = EntityClassifier(s.width, s.n_heads, n_classes, s.dropout, s.classifier_dropout, s.pointer)
-        self.tagger = nn.Linear(s.width, n_classes - 1) if s.word_tagger else None
+        self.tagger = nn.Linear(s.width, (n_classes - 1) * (3 if s.tagger_boundaries else 1)) if s.word_tagger else None
         for module in self.modules():
             if not isinstance(module, (nn.LSTM, nn.MultiheadAttention)):
                 init_weights(module)
