@@ -175,7 +175,8 @@ def piqn_loss(
         static = static_match(gold, weights.n_slots, n_queries)
     total = left.new_zeros(())
     if tags is not None:
-        total = total + weights.loss_tag_weight * loss_tags(tags[0], gold, word_mask, classes.shape[-1] - 1)
+        for layer_tags in tags:
+            total = total + weights.loss_tag_weight * loss_tags(layer_tags, gold, word_mask, classes.shape[-1] - 1)
     for layer in range(n_layers):
         indices = (
             static if static is not None else match(left[layer], right[layer], classes[layer], gold, weights, pointer)

@@ -40,6 +40,7 @@ class HeadSettings:
     max_padded_words: int = 1024
     word_tagger: bool = False
     tagger_boundaries: bool = False
+    tagger_every_layer: bool = False
 
     def __post_init__(self) -> None:
         if self.pointer not in POINTERS:

@@ -290,6 +290,7 @@ class PIQNHead(nn.Module):
         self.left = EntityPointer(s.width, s.pointer_width or s.width, s.pointer_fusion)
         self.right = EntityPointer(s.width, s.pointer_width or s.width, s.pointer_fusion)
         self.classifier = EntityClassifier(s.width, s.n_heads, n_classes, s.dropout, s.classifier_dropout, s.pointer)
+        self.tagger_every_layer = s.tagger_every_layer
         self.tagger = nn.Linear(s.width, (n_classes - 1) * (3 if s.tagger_boundaries else 1)) if s.word_tagger else None
         for module in self.modules():
             if not isinstance(module, (nn.LSTM, nn.MultiheadAttention)):
@@ -362,6 +363,10 @@ class PIQNHead(nn.Module):
         # The same for every layer and both pointers.
         prior = anchor_prior(target_mask, self.n_queries, self.anchor_strength) if self.anchor_strength else None
         lefts, rights, classes = [], [], []
+        # The word tagger's inputs (training only): the last layer's words, or every layer's.
+        tagged = []
+        if all_layers and self.tagger is not None and self.tagger_every_layer:
+            tagged.append(words if target_index is None else gather_words(words, target_index))
         for i, layer in enumerate(self.layers):
             last = i == len(self.layers) - 1
             # The last layer returns only the words to predict on: its context rows would feed nothing.
@@ -373,10 +378,11 @@ class PIQNHead(nn.Module):
                 lefts.append(left)
                 rights.append(right)
                 classes.append(self.classifier(targets, state, target_mask, left, right))
+                if all_layers and self.tagger is not None and (last or self.tagger_every_layer):
+                    tagged.append(targets)
         left, right, logits = torch.stack(lefts), torch.stack(rights), torch.stack(classes)
-        if all_layers and self.tagger is not None:
-            # ``targets``: the last layer's words to predict on.
-            return left, right, logits, self.tagger(targets).unsqueeze(0)
+        if tagged:
+            return left, right, logits, self.tagger(torch.stack(tagged))
         if all_layers:
             return left, right, logits
         return boundary_probs(left, self.pointer), boundary_probs(right, self.pointer), torch.softmax(logits, -1)
