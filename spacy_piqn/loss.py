@@ -147,6 +147,27 @@ def loss_tags(tags: torch.Tensor, gold: List[np.ndarray], word_mask: torch.Tenso
     return (bce * word_mask).sum() / word_mask.sum().clamp(min=1)
 
 
+def loss_span_tags(
+    logits: torch.Tensor, gold: List[np.ndarray], word_mask: torch.Tensor, n_labels: int
+) -> torch.Tensor:
+    """Mean over the real words of the summed binary cross-entropy of a span tagger's logits
+    (B, n, max_width · labels), by each span's first word: 1 where a gold entity of the label is
+    exactly that span; spans past a window's end get no gradient."""
+    batch, n_words, _ = logits.shape
+    logits = logits.reshape(batch, n_words, -1, n_labels)
+    max_width = logits.shape[2]
+    target = torch.zeros_like(logits, dtype=torch.float32)
+    for b, window_gold in enumerate(gold):
+        for label, left, right in window_gold:
+            if right - left < max_width:
+                target[b, left, right - left, label - 1] = 1.0
+    lengths = word_mask.sum(-1)
+    ends = torch.arange(n_words, device=logits.device)[:, None] + torch.arange(max_width, device=logits.device)
+    valid = ends[None] < lengths[:, None, None]
+    bce = F.binary_cross_entropy_with_logits(logits.float(), target, reduction="none").sum(-1)
+    return (bce * valid).sum() / word_mask.sum().clamp(min=1)
+
+
 def piqn_loss(
     left: torch.Tensor,
     right: torch.Tensor,
@@ -175,8 +196,13 @@ def piqn_loss(
         static = static_match(gold, weights.n_slots, n_queries)
     total = left.new_zeros(())
     if tags is not None:
+        n_labels = classes.shape[-1] - 1
+        if weights.span_tagger:
+            spans = tags[-1, ..., tags.shape[-1] - weights.span_tagger * n_labels :]
+            total = total + weights.loss_tag_weight * loss_span_tags(spans, gold, word_mask, n_labels)
+            tags = tags[..., : tags.shape[-1] - weights.span_tagger * n_labels]
         for layer_tags in tags:
-            total = total + weights.loss_tag_weight * loss_tags(layer_tags, gold, word_mask, classes.shape[-1] - 1)
+            total = total + weights.loss_tag_weight * loss_tags(layer_tags, gold, word_mask, n_labels)
     for layer in range(n_layers):
         indices = (
             static if static is not None else match(left[layer], right[layer], classes[layer], gold, weights, pointer)
