@@ -178,6 +178,7 @@ def piqn_loss(
     pointer: str = "softmax",
     ordered: bool = False,
     tags: Optional[torch.Tensor] = None,
+    span_tagger: int = 0,
 ) -> torch.Tensor:
     """Sum over layers of w_c · class CE + w_b · boundary loss, plus w_t · the word tagger's loss
     when ``tags`` (its logits (1, B, n, labels)) are given.
@@ -197,10 +198,10 @@ def piqn_loss(
     total = left.new_zeros(())
     if tags is not None:
         n_labels = classes.shape[-1] - 1
-        if weights.span_tagger:
-            spans = tags[-1, ..., tags.shape[-1] - weights.span_tagger * n_labels :]
+        if span_tagger:
+            spans = tags[-1, ..., tags.shape[-1] - span_tagger * n_labels :]
             total = total + weights.loss_tag_weight * loss_span_tags(spans, gold, word_mask, n_labels)
-            tags = tags[..., : tags.shape[-1] - weights.span_tagger * n_labels]
+            tags = tags[..., : tags.shape[-1] - span_tagger * n_labels]
         for layer_tags in tags:
             total = total + weights.loss_tag_weight * loss_tags(layer_tags, gold, word_mask, n_labels)
     for layer in range(n_layers):
@@ -215,13 +216,13 @@ def piqn_loss(
 
 
 def loss_and_gradient(
-    scores: Any, gold: List[np.ndarray], weights: LossSettings, pointer: str, ordered: bool = False
+    scores: Any, gold: List[np.ndarray], weights: LossSettings, pointer: str, ordered: bool = False, span_tagger: int = 0
 ) -> Tuple[float, Tuple[Any, ...]]:
     """The loss of a ``PIQNOutput``'s logits and its gradient (left, right, classes and any tags) as
     arrays of the same shapes; pointer logits get zeros where nothing reached them (an entity-free batch)."""
     leaves = [xp2torch(a, requires_grad=True) for a in scores.logits()]
     tags = leaves[3] if len(leaves) > 3 else None
-    loss = piqn_loss(*leaves[:3], scores.lengths, gold, weights, pointer, ordered, tags)
+    loss = piqn_loss(*leaves[:3], scores.lengths, gold, weights, pointer, ordered, tags, span_tagger)
     loss.backward()
     grads = tuple(torch2xp(t.grad if t.grad is not None else torch.zeros_like(t)) for t in leaves)
     return float(loss.detach()), grads

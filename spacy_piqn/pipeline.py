@@ -5,7 +5,7 @@ torch-only modules (the loss, the nn.Modules) are imported where they are used.
 """
 
 import logging
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from itertools import islice
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -301,8 +301,8 @@ class PIQN(TrainablePipe):
         report.n_unaligned = n_unaligned
         report.log(settings.n_queries)
         ordered = self.n_updates < self.cfg["ordered_warmup_updates"]
-        weights = replace(LossSettings.from_cfg(self.cfg), span_tagger=settings.span_tagger)
-        loss, grads = loss_and_gradient(scores, gold, weights, settings.pointer, ordered)
+        weights = LossSettings.from_cfg(self.cfg)
+        loss, grads = loss_and_gradient(scores, gold, weights, settings.pointer, ordered, settings.span_tagger)
         return loss, PIQNOutput(scores.windows, *grads)
 
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "PIQN":

@@ -95,8 +95,6 @@ class LossSettings:
     # Weight of the word tagger's loss (a head built with word_tagger = true): every word learns
     # which labels' entities cover it, so every word of the window is a typed example.
     loss_tag_weight: float = 1.0
-    # The head's span tagger width (set from the head, not the cfg): the tags' last columns.
-    span_tagger: int = 0
 
     def __post_init__(self) -> None:
         if self.n_slots < 1:
