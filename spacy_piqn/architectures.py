@@ -43,9 +43,6 @@ def build_piqn_head(
     lr_scale: float = 1.0,
     one_way: bool = D.one_way,
     word_tagger: bool = D.word_tagger,
-    tagger_boundaries: bool = D.tagger_boundaries,
-    tagger_every_layer: bool = D.tagger_every_layer,
-    span_tagger: int = D.span_tagger,
 ) -> Model:
     """PIQN's word-level part: BiLSTM, L one-way query layers, entity pointer and classifier.
     Its PyTorch module is built at initialize, once the encoder's width and the labels are known.
@@ -80,12 +77,6 @@ def build_piqn_head(
         cover it (a linear layer on the last word-level layer, binary cross-entropy weighted by the
         component's loss_tag_weight): a dense typed signal for every word, which matching alone
         gives only to the words the queries point at. Prediction never runs it.
-    tagger_boundaries (bool): the word tagger also learns, per label, whether a gold entity starts
-        and whether one ends at each word (three tags per label instead of one).
-    tagger_every_layer (bool): the word tagger reads the BiLSTM's output and every word-level
-        layer's, each with its own loss term, instead of the last layer's only.
-    span_tagger (int): with the word tagger, also score every span of up to this many words on
-        the last layer for each label (spancat's dense signal, as a training loss only); 0: none.
     max_padded_words (int): the head runs a batch's windows in groups of similar length, each
         padded to at most this many words (a longer window runs alone), instead of padding every
         window to the batch's longest; 0: one group. Outputs do not change (up to float rounding);
@@ -116,9 +107,6 @@ def build_piqn_head(
         common_embedding=common_embedding,
         max_padded_words=max_padded_words,
         word_tagger=word_tagger,
-        tagger_boundaries=tagger_boundaries,
-        tagger_every_layer=tagger_every_layer,
-        span_tagger=span_tagger,
     )
     return build_torch_head(settings, mixed_precision=mixed_precision, lr_scale=lr_scale)
 

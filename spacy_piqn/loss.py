@@ -126,46 +126,21 @@ def loss_boundaries(
     return total / len(b_idx)
 
 
-def loss_tags(tags: torch.Tensor, gold: List[np.ndarray], word_mask: torch.Tensor, n_labels: int) -> torch.Tensor:
+def loss_tags(tags: torch.Tensor, gold: List[np.ndarray], word_mask: torch.Tensor) -> torch.Tensor:
     """Mean over the real words of the summed binary cross-entropy of a word tagger's logits
-    (B, n, labels) or (B, n, 3 · labels): a word's target is 1 for each label of a gold entity that
-    covers it and, in the second and third groups of labels, that starts or ends at it."""
-    batch, n_words, n_tags = tags.shape
+    (B, n, labels): a word's target is 1 for each label of a gold entity that covers it."""
+    batch, n_words, n_labels = tags.shape
     rows = [(np.full(len(g), b), g) for b, g in enumerate(gold) if len(g)]
     target = tags.new_zeros(tags.shape, dtype=torch.float32)
     if rows:
         b_idx, spans = (torch.as_tensor(np.concatenate(parts), device=tags.device) for parts in zip(*rows))
         positions = torch.arange(n_words, device=tags.device)
-        left, right = spans[:, 1:2], spans[:, 2:3]
-        words = [(positions >= left) & (positions <= right), positions == left, positions == right]
+        covers = (positions >= spans[:, 1:2]) & (positions <= spans[:, 2:3])  # (entities, n)
         labels = F.one_hot(spans[:, 0] - 1, n_labels).bool()  # (entities, labels)
-        per_entity = torch.cat(
-            [(at[:, :, None] & labels[:, None, :]) for at in words[: n_tags // n_labels]], dim=-1
-        ).float()
+        per_entity = (covers[:, :, None] & labels[:, None, :]).float()
         target = target.index_add(0, b_idx, per_entity).clamp(max=1.0)
     bce = F.binary_cross_entropy_with_logits(tags.float(), target, reduction="none").sum(-1)
     return (bce * word_mask).sum() / word_mask.sum().clamp(min=1)
-
-
-def loss_span_tags(
-    logits: torch.Tensor, gold: List[np.ndarray], word_mask: torch.Tensor, n_labels: int
-) -> torch.Tensor:
-    """Mean over the real words of the summed binary cross-entropy of a span tagger's logits
-    (B, n, max_width · labels), by each span's first word: 1 where a gold entity of the label is
-    exactly that span; spans past a window's end get no gradient."""
-    batch, n_words, _ = logits.shape
-    logits = logits.reshape(batch, n_words, -1, n_labels)
-    max_width = logits.shape[2]
-    target = torch.zeros_like(logits, dtype=torch.float32)
-    for b, window_gold in enumerate(gold):
-        for label, left, right in window_gold:
-            if right - left < max_width:
-                target[b, left, right - left, label - 1] = 1.0
-    lengths = word_mask.sum(-1)
-    ends = torch.arange(n_words, device=logits.device)[:, None] + torch.arange(max_width, device=logits.device)
-    valid = ends[None] < lengths[:, None, None]
-    bce = F.binary_cross_entropy_with_logits(logits.float(), target, reduction="none").sum(-1)
-    return (bce * valid).sum() / word_mask.sum().clamp(min=1)
 
 
 def piqn_loss(
@@ -178,7 +153,6 @@ def piqn_loss(
     pointer: str = "softmax",
     ordered: bool = False,
     tags: Optional[torch.Tensor] = None,
-    span_tagger: int = 0,
 ) -> torch.Tensor:
     """Sum over layers of w_c · class CE + w_b · boundary loss, plus w_t · the word tagger's loss
     when ``tags`` (its logits (1, B, n, labels)) are given.
@@ -197,13 +171,7 @@ def piqn_loss(
         static = static_match(gold, weights.n_slots, n_queries)
     total = left.new_zeros(())
     if tags is not None:
-        n_labels = classes.shape[-1] - 1
-        if span_tagger:
-            spans = tags[-1, ..., tags.shape[-1] - span_tagger * n_labels :]
-            total = total + weights.loss_tag_weight * loss_span_tags(spans, gold, word_mask, n_labels)
-            tags = tags[..., : tags.shape[-1] - span_tagger * n_labels]
-        for layer_tags in tags:
-            total = total + weights.loss_tag_weight * loss_tags(layer_tags, gold, word_mask, n_labels)
+        total = total + weights.loss_tag_weight * loss_tags(tags[0], gold, word_mask)
     for layer in range(n_layers):
         indices = (
             static if static is not None else match(left[layer], right[layer], classes[layer], gold, weights, pointer)
@@ -216,13 +184,13 @@ def piqn_loss(
 
 
 def loss_and_gradient(
-    scores: Any, gold: List[np.ndarray], weights: LossSettings, pointer: str, ordered: bool = False, span_tagger: int = 0
+    scores: Any, gold: List[np.ndarray], weights: LossSettings, pointer: str, ordered: bool = False
 ) -> Tuple[float, Tuple[Any, ...]]:
     """The loss of a ``PIQNOutput``'s logits and its gradient (left, right, classes and any tags) as
     arrays of the same shapes; pointer logits get zeros where nothing reached them (an entity-free batch)."""
     leaves = [xp2torch(a, requires_grad=True) for a in scores.logits()]
     tags = leaves[3] if len(leaves) > 3 else None
-    loss = piqn_loss(*leaves[:3], scores.lengths, gold, weights, pointer, ordered, tags, span_tagger)
+    loss = piqn_loss(*leaves[:3], scores.lengths, gold, weights, pointer, ordered, tags)
     loss.backward()
     grads = tuple(torch2xp(t.grad if t.grad is not None else torch.zeros_like(t)) for t in leaves)
     return float(loss.detach()), grads

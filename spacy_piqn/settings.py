@@ -39,9 +39,6 @@ class HeadSettings:
     common_embedding: bool = True
     max_padded_words: int = 1024
     word_tagger: bool = False
-    tagger_boundaries: bool = False
-    tagger_every_layer: bool = False
-    span_tagger: int = 0
 
     def __post_init__(self) -> None:
         if self.pointer not in POINTERS:

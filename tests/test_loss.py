@@ -230,17 +230,3 @@ def test_word_tagger_loss_targets_every_label_covering_a_word_and_skips_padding(
     # At logits 0 each real word's summed BCE is 3·ln 2; the mean over 10 real words, weighted 2.
     without = piqn_loss(left, right, classes, [6, 4], gold, LossSettings(n_slots=3))
     assert float(loss - without) == pytest.approx(2.0 * 3 * np.log(2.0), abs=1e-5)
-
-
-def test_word_tagger_boundaries_mark_where_each_label_starts_and_ends():
-    """With three tags per label the second group marks the first word of each gold entity and
-    the third its last, per label; a one-word entity is its own start and end."""
-    left, right, classes = head_outputs(n_windows=1, n_classes=3)
-    tags = torch.zeros((1, 1, 6, 6), requires_grad=True)
-    gold = [np.array([[1, 1, 3], [2, 3, 3]])]
-    piqn_loss(left, right, classes, [6], gold, LossSettings(n_slots=3), tags=tags).backward()
-    positive = (tags.grad[0, 0] < 0).nonzero().tolist()
-    inside = [[1, 0], [2, 0], [3, 0], [3, 1]]
-    starts = [[1, 2], [3, 3]]
-    ends = [[3, 4], [3, 5]]
-    assert sorted(positive) == sorted(inside + starts + ends)

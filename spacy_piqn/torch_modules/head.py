@@ -247,27 +247,6 @@ class EntityClassifier(nn.Module):
         return self.out(F.relu(self.dropout(torch.cat([q, left, right], dim=-1))))
 
 
-class SpanTagger(nn.Module):
-    """Logits (B, n, max_width · labels) of every span of up to max_width words, by its first word:
-    a ReLU of the first word's and the last word's projections, scored per label."""
-
-    def __init__(self, width: int, n_labels: int, max_width: int, hidden: int = 64) -> None:
-        super().__init__()
-        self.start = nn.Linear(width, hidden)
-        self.end = nn.Linear(width, hidden, bias=False)
-        self.out = nn.Linear(hidden, n_labels)
-        self.max_width = max_width
-
-    def forward(self, words: torch.Tensor) -> torch.Tensor:
-        first, last = self.start(words), self.end(words)
-        n = words.shape[1]
-        parts = [
-            F.pad(self.out(torch.relu(first[:, : n - d] + last[:, d:])), (0, 0, 0, min(d, n)))
-            for d in range(self.max_width)
-        ]
-        return torch.cat(parts, -1)
-
-
 class PIQNHead(nn.Module):
     """BiLSTM → L one-way query layers → (pointer, classifier) per layer.
 
@@ -311,9 +290,7 @@ class PIQNHead(nn.Module):
         self.left = EntityPointer(s.width, s.pointer_width or s.width, s.pointer_fusion)
         self.right = EntityPointer(s.width, s.pointer_width or s.width, s.pointer_fusion)
         self.classifier = EntityClassifier(s.width, s.n_heads, n_classes, s.dropout, s.classifier_dropout, s.pointer)
-        self.tagger_every_layer = s.tagger_every_layer
-        self.span_tagger = SpanTagger(s.width, n_classes - 1, s.span_tagger) if s.word_tagger and s.span_tagger else None
-        self.tagger = nn.Linear(s.width, (n_classes - 1) * (3 if s.tagger_boundaries else 1)) if s.word_tagger else None
+        self.tagger = nn.Linear(s.width, n_classes - 1) if s.word_tagger else None
         for module in self.modules():
             if not isinstance(module, (nn.LSTM, nn.MultiheadAttention)):
                 init_weights(module)
@@ -385,10 +362,6 @@ class PIQNHead(nn.Module):
         # The same for every layer and both pointers.
         prior = anchor_prior(target_mask, self.n_queries, self.anchor_strength) if self.anchor_strength else None
         lefts, rights, classes = [], [], []
-        # The word tagger's inputs (training only): the last layer's words, or every layer's.
-        tagged = []
-        if all_layers and self.tagger is not None and self.tagger_every_layer:
-            tagged.append(words if target_index is None else gather_words(words, target_index))
         for i, layer in enumerate(self.layers):
             last = i == len(self.layers) - 1
             # The last layer returns only the words to predict on: its context rows would feed nothing.
@@ -400,14 +373,10 @@ class PIQNHead(nn.Module):
                 lefts.append(left)
                 rights.append(right)
                 classes.append(self.classifier(targets, state, target_mask, left, right))
-                if all_layers and self.tagger is not None and (last or self.tagger_every_layer):
-                    tagged.append(targets)
         left, right, logits = torch.stack(lefts), torch.stack(rights), torch.stack(classes)
-        if tagged:
-            tags = self.tagger(torch.stack(tagged))
-            if self.span_tagger is not None:
-                tags = torch.cat([tags, self.span_tagger(targets).unsqueeze(0)], -1)
-            return left, right, logits, tags
+        if all_layers and self.tagger is not None:
+            # ``targets``: the last layer's words to predict on.
+            return left, right, logits, self.tagger(targets).unsqueeze(0)
         if all_layers:
             return left, right, logits
         return boundary_probs(left, self.pointer), boundary_probs(right, self.pointer), torch.softmax(logits, -1)
