@@ -129,7 +129,7 @@ def loss_boundaries(
 def loss_tags(tags: torch.Tensor, gold: List[np.ndarray], word_mask: torch.Tensor) -> torch.Tensor:
     """Mean over the real words of the summed binary cross-entropy of a word tagger's logits
     (B, n, labels): a word's target is 1 for each label of a gold entity that covers it."""
-    batch, n_words, n_labels = tags.shape
+    _, n_words, n_labels = tags.shape
     rows = [(np.full(len(g), b), g) for b, g in enumerate(gold) if len(g)]
     target = tags.new_zeros(tags.shape, dtype=torch.float32)
     if rows:
