@@ -51,6 +51,7 @@ def query_predictions(
         batch = docs[i : i + batch_size]
         scores = pipe.predict(batch)
         p_class, p_left, p_right = pipe.probabilities(scores)
+        tags = pipe.tag_probabilities(scores)
         # Per doc: the candidates of all its windows, with the query and window length of each.
         per_doc: List[List[tuple]] = [[] for _ in batch]
         for b, window in enumerate(scores.windows):
@@ -61,6 +62,8 @@ def query_predictions(
                 p_right[b, :, :n],
                 pipe.cfg["class_threshold"],
                 pipe.cfg["boundary_threshold"],
+                None if tags is None else tags[b, :n],
+                pipe.cfg["tagger_boundary_weight"],
             )
             for q in np.flatnonzero(valid):
                 per_doc[window.doc].append(

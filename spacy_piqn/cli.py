@@ -447,11 +447,13 @@ def visualize_command(
 
 
 # The range find-threshold searches per key. Thresholds are probabilities (1 would drop every span); a
-# merge_keep_ratio above 1 drops every nest that shares a boundary and label with a better span.
+# merge_keep_ratio above 1 drops every nest that shares a boundary and label with a better span; the
+# word tagger's boundary weight is a log-probability weight (0: the pointers' argmax).
 THRESHOLD_RANGES = {
     "class_threshold": (0.0, 0.95),
     "boundary_threshold": (0.0, 0.95),
     "merge_keep_ratio": (0.0, 1.5),
+    "tagger_boundary_weight": (0.0, 4.0),
 }
 THRESHOLD_KEYS = tuple(THRESHOLD_RANGES)
 
@@ -481,14 +483,15 @@ def find_threshold_command(
         Path | None, typer.Option("--output", "-o", help="Save the pipeline with the best value here.")
     ] = None,
     threshold_key: Annotated[
-        str, typer.Option("--key", "-k", help="class_threshold, boundary_threshold or merge_keep_ratio.")
+        str, typer.Option("--key", "-k", help="class_threshold, boundary_threshold, merge_keep_ratio or tagger_boundary_weight.")
     ] = "class_threshold",
     n_trials: Annotated[
         int,
         typer.Option(
             "--n-trials",
             "-n",
-            help="Values tried evenly over the key's range (thresholds 0-0.95, merge_keep_ratio 0-1.5), "
+            help="Values tried evenly over the key's range (thresholds 0-0.95, merge_keep_ratio 0-1.5, "
+            "tagger_boundary_weight 0-4), "
             "plus the pipeline's current value.",
         ),
     ] = 20,

@@ -1,9 +1,11 @@
 """From per-query probabilities to entity spans (numpy only).
 
 Per query: the type is the argmax over all classes including "None"; the boundaries are the
-argmax of the left and right pointers; spans with left > right are dropped. A span's score is
-its class probability times the geometric mean of its two boundary probabilities, so a query
-that is sure of the type but not of the boundaries ranks below one that is sure of both.
+argmax of the left and right pointers, or, with a word tagger's probabilities, the pair among
+each pointer's best few that the tagger agrees with most (``tagged_boundaries``); spans with
+left > right are dropped. A span's score is its class probability times the geometric mean of
+its two boundary probabilities, so a query that is sure of the type but not of the boundaries
+ranks below one that is sure of both.
 Candidates are ranked by score and filtered: ``nested`` drops spans crossing a kept span and
 keeps one label per span, ``flat`` keeps no overlaps at all.
 """
@@ -17,6 +19,44 @@ from .windows import Window
 
 Candidates = Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
+# Boundaries each pointer offers the word tagger's check (``tagged_boundaries``).
+TAGGED_TOP_K = 3
+# Tagger probabilities are clipped to [EPS, 1 - EPS] before their logarithm.
+EPS = 1e-4
+
+
+def tagged_boundaries(
+    p_left: np.ndarray, p_right: np.ndarray, tags: np.ndarray, types: np.ndarray, weight: float
+) -> Tuple[np.ndarray, np.ndarray]:
+    """Each query's (left, right) among the top ``TAGGED_TOP_K`` of its two pointers, by
+    log P_left + log P_right + weight × (the mean log P_tag(type) over the words inside + the
+    log (1 - P_tag(type)) of the word just outside either end).
+
+    The pointers choose the two ends independently and often stop one word short of a name
+    ("Sean" of "Sean Penn"), while the word tagger still marks the missing word with the type.
+    p_left, p_right (M, n); tags (n, labels), the tagger's probabilities; types (M,) class ids
+    (0, "None", reads label 1's tags, its query is dropped anyway). A query whose every pair has
+    left > right keeps its pointers' argmax."""
+    n_queries, n = p_left.shape
+    k = min(TAGGED_TOP_K, n)
+    lefts = np.argsort(-p_left, axis=-1, kind="stable")[:, :k, None]  # (M, k, 1)
+    rights = np.argsort(-p_right, axis=-1, kind="stable")[:, None, :k]  # (M, 1, k)
+    rows = np.arange(n_queries)[:, None, None]
+    tag = np.clip(tags[:, np.maximum(types - 1, 0)].T, EPS, 1 - EPS)  # (M, n): each query's type
+    inside = np.concatenate([np.zeros((n_queries, 1)), np.cumsum(np.log(tag), axis=-1)], axis=-1)
+    # Word i outside at column i + 1; columns 0 and n + 1 (beyond the window) cost nothing.
+    outside = np.pad(np.log1p(-tag), ((0, 0), (1, 1)))
+    length = rights - lefts + 1
+    agreement = (inside[rows, rights + 1] - inside[rows, lefts]) / np.maximum(length, 1)
+    agreement = agreement + outside[rows, lefts] + outside[rows, rights + 2]
+    with np.errstate(divide="ignore"):
+        score = np.log(p_left[rows, lefts]) + np.log(p_right[rows, rights]) + weight * agreement
+    score = np.where(length >= 1, score, -np.inf).reshape(n_queries, -1)
+    # All -inf: argmax 0, the two argmaxes.
+    best_left, best_right = np.divmod(score.argmax(-1), k)
+    queries = np.arange(n_queries)
+    return lefts[queries, best_left, 0], rights[queries, 0, best_right]
+
 
 def query_spans(
     p_class: np.ndarray,
@@ -24,16 +64,22 @@ def query_spans(
     p_right: np.ndarray,
     class_threshold: float = 0.0,
     boundary_threshold: float = 0.0,
+    tags: Optional[np.ndarray] = None,
+    tag_weight: float = 0.0,
 ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every query's entity in one window: (valid, starts, ends, types, scores), one entry per
     query; ``valid`` marks the queries that predict an entity (not "None", left <= right, above
-    the thresholds). Ends are exclusive; scores are class probability × √(P_left · P_right)."""
+    the thresholds). Ends are exclusive; scores are class probability × √(P_left · P_right).
+    tags (n, labels): a word tagger's probabilities; with ``tag_weight`` > 0 they check the
+    boundaries (``tagged_boundaries``)."""
     types = p_class.argmax(-1)
     class_probs = p_class.max(-1)
-    lefts = p_left.argmax(-1)
-    rights = p_right.argmax(-1)
-    left_probs = p_left.max(-1)
-    right_probs = p_right.max(-1)
+    if tags is not None and tag_weight > 0 and p_left.shape[-1]:
+        lefts, rights = tagged_boundaries(p_left, p_right, tags, types, tag_weight)
+    else:
+        lefts, rights = p_left.argmax(-1), p_right.argmax(-1)
+    left_probs = np.take_along_axis(p_left, lefts[:, None], -1)[:, 0]
+    right_probs = np.take_along_axis(p_right, rights[:, None], -1)[:, 0]
     valid = (
         (types != 0)
         & (class_probs > class_threshold)
@@ -51,10 +97,14 @@ def decode_queries(
     p_right: np.ndarray,
     class_threshold: float = 0.0,
     boundary_threshold: float = 0.0,
+    tags: Optional[np.ndarray] = None,
+    tag_weight: float = 0.0,
 ) -> Candidates:
     """Candidate spans of one window: (starts, ends) with exclusive ends, class ids (>= 1,
     0 is "None") and span scores (class probability × √(P_left · P_right))."""
-    valid, starts, ends, types, scores = query_spans(p_class, p_left, p_right, class_threshold, boundary_threshold)
+    valid, starts, ends, types, scores = query_spans(
+        p_class, p_left, p_right, class_threshold, boundary_threshold, tags, tag_weight
+    )
     return starts[valid], ends[valid], types[valid], scores[valid]
 
 
@@ -66,9 +116,12 @@ def decode_windows(
     n_docs: int,
     class_threshold: float = 0.0,
     boundary_threshold: float = 0.0,
+    tags: Optional[np.ndarray] = None,
+    tag_weight: float = 0.0,
 ) -> List[Candidates]:
     """Candidates of every doc, in doc coordinates, from the probabilities of all windows:
-    p_class (B, M, C) and p_left/p_right (B, M, n) with n the longest window (padding ignored).
+    p_class (B, M, C) and p_left/p_right (B, M, n) with n the longest window (padding ignored);
+    tags (B, n, labels), a word tagger's probabilities, or None.
 
     Where windows of a long sentence overlap, each span is taken from the window that owns its
     centre (``owned_spans``): a window cut through an entity sees only part of it and may point at
@@ -77,7 +130,13 @@ def decode_windows(
     for b, window in enumerate(windows):
         n = window.end - window.start
         starts, ends, types, scores = decode_queries(
-            p_class[b], p_left[b, :, :n], p_right[b, :, :n], class_threshold, boundary_threshold
+            p_class[b],
+            p_left[b, :, :n],
+            p_right[b, :, :n],
+            class_threshold,
+            boundary_threshold,
+            None if tags is None else tags[b, :n],
+            tag_weight,
         )
         found[window.doc].append((starts + window.start, ends + window.start, types, scores))
     empty: Candidates = (

@@ -108,6 +108,7 @@ def make_piqn(
     loss_tag_weight: float = DL.loss_tag_weight,
     merge_nested_duplicates: bool = DD.merge_nested_duplicates,
     merge_keep_ratio: float = DD.merge_keep_ratio,
+    tagger_boundary_weight: float = DD.tagger_boundary_weight,
 ) -> "PIQN":
     """Create a PIQN entity recognizer.
 
@@ -134,6 +135,9 @@ def make_piqn(
         of PIQN's several queries per entity look like that.
     merge_keep_ratio (float): ... unless its score is at least this fraction of the better span's
         (real nests score about as high as their parent, near misses lower); > 1: always drop.
+    tagger_boundary_weight (float): with a head that has a word tagger, each query's boundaries
+        are the pair among its pointers' best three that scores highest in log P_left + log P_right
+        + this weight × the tagger's agreement (its type inside, not just outside); 0: the argmax.
     set_ents (bool): also write a non-overlapping selection (best score first) to ``doc.ents``,
         replacing what was there.
     scorer (Optional[Callable]): defaults to ``spacy-piqn.piqn_scorer.v1``.
@@ -241,6 +245,8 @@ class PIQN(TrainablePipe):
             len(docs),
             self.cfg["class_threshold"],
             self.cfg["boundary_threshold"],
+            self.tag_probabilities(scores),
+            self.cfg["tagger_boundary_weight"],
         )
         for doc, (starts, ends, types, probs) in zip(docs, found):
             starts, ends = trim_whitespace(doc, starts, ends)
@@ -263,6 +269,12 @@ class PIQN(TrainablePipe):
             return (np.zeros((0, 0, 0), dtype=np.float32),) * 3
         to_numpy = self.model.ops.to_numpy
         return to_numpy(scores.classes[-1]), to_numpy(scores.left[-1]), to_numpy(scores.right[-1])
+
+    def tag_probabilities(self, scores: PIQNOutput) -> Optional[np.ndarray]:
+        """A word tagger's probabilities (B, n, labels); None for a head without one."""
+        if scores.tags is None:
+            return None
+        return self.model.ops.to_numpy(scores.tags[-1])
 
     def update(
         self,

@@ -122,6 +122,9 @@ class DecodingSettings:
     decoding: str = "nested"
     merge_nested_duplicates: bool = True
     merge_keep_ratio: float = 0.9
+    # With a word tagger (head word_tagger = true): weight of its agreement when each query's
+    # boundaries are chosen among its pointers' best three (decoding.tagged_boundaries); 0: argmax.
+    tagger_boundary_weight: float = 2.0
     set_ents: bool = False
 
     def __post_init__(self) -> None:
@@ -129,8 +132,9 @@ class DecodingSettings:
         for name in ("class_threshold", "boundary_threshold"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(Errors.E053.format(name=name, value=getattr(self, name)))
-        if self.merge_keep_ratio < 0:
-            raise ValueError(Errors.E052.format(name="merge_keep_ratio", value=self.merge_keep_ratio))
+        for name in ("merge_keep_ratio", "tagger_boundary_weight"):
+            if getattr(self, name) < 0:
+                raise ValueError(Errors.E052.format(name=name, value=getattr(self, name)))
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, Any]) -> "DecodingSettings":

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from spacy_piqn.decoding import decode_queries, decode_windows, filter_candidates, owned_spans
+from spacy_piqn.decoding import decode_queries, decode_windows, filter_candidates, owned_spans, tagged_boundaries
 
 
 def one_hot(n, i, hi=0.9, lo=0.01):
@@ -29,6 +29,39 @@ def test_thresholds():
     assert starts.tolist() == [1]
     starts, *_ = decode_queries(p_class, p_left, p_right, boundary_threshold=0.5)
     assert starts.tolist() == [0]
+
+
+def test_tagger_extends_a_span_its_right_pointer_cut_short():
+    """Words 1-2 are a name of type 1; the right pointer prefers word 1 (0.6) over word 2 (0.3),
+    the tagger marks both with type 1 and word 3 not: the tagger's check takes word 2."""
+    p_left = one_hot(4, 1, hi=0.9, lo=0.03)[None, :]
+    p_right = np.array([[0.05, 0.6, 0.3, 0.05]])
+    tags = np.array([[0.01, 0.02], [0.95, 0.02], [0.9, 0.02], [0.01, 0.02]])
+    type_1 = np.array([[0.1, 0.9, 0.0]])
+    starts, ends, _, scores = decode_queries(type_1, p_left, p_right, tags=tags, tag_weight=1.0)
+    assert (starts.tolist(), ends.tolist()) == ([1], [3])
+    # The score is the chosen boundaries' own: 0.9 × √(0.9 · 0.3).
+    assert scores.tolist() == pytest.approx([0.9 * np.sqrt(0.9 * 0.3)])
+    # Weight 0, or no tags: the pointers' argmax.
+    for kwargs in ({"tags": tags, "tag_weight": 0.0}, {}):
+        starts, ends, *_ = decode_queries(type_1, p_left, p_right, **kwargs)
+        assert (starts.tolist(), ends.tolist()) == ([1], [2])
+    # The tagger is read for the query's own type: type 2 is marked nowhere, the argmax stays.
+    type_2 = np.array([[0.1, 0.0, 0.9]])
+    starts, ends, *_ = decode_queries(type_2, p_left, p_right, tags=tags, tag_weight=1.0)
+    assert (starts.tolist(), ends.tolist()) == ([1], [2])
+
+
+def test_tagged_boundaries_keep_the_argmax_when_every_pair_is_reversed():
+    """A query whose every candidate pair is impossible (probability 0, or left > right) keeps its
+    pointers' argmax, and a reversed argmax is dropped as without a tagger."""
+    p_left = np.array([[0.0, 1.0]])
+    p_right = np.array([[1.0, 0.0]])
+    tags = np.full((2, 1), 0.5)
+    lefts, rights = tagged_boundaries(p_left, p_right, tags, np.array([1]), 1.0)
+    assert (lefts.tolist(), rights.tolist()) == ([1], [0])
+    starts, *_ = decode_queries(np.array([[0.0, 1.0]]), p_left, p_right, tags=tags, tag_weight=1.0)
+    assert starts.tolist() == []
 
 
 def test_nested_filter_drops_crossing_and_duplicate_spans():

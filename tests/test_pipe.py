@@ -409,10 +409,11 @@ def test_prediction_windows_apart_from_training_windows():
     assert all(0 <= s.start < s.end <= 10 for s in doc.spans["sc"])
 
 
-def test_word_tagger_trains_round_trips_and_never_changes_prediction(tmp_path):
-    """The word tagger adds a training signal only: its logits come out in training alone, the
-    loss is the same whether windows run in one batch or in length groups, and a saved pipeline
-    keeps the switch."""
+def test_word_tagger_trains_round_trips_and_checks_boundaries(tmp_path):
+    """The word tagger's logits come out in training and its probabilities at prediction, where
+    decoding checks each query's boundaries with them; the loss and the predictions are the same
+    whether windows run in one batch or in length groups, and a saved pipeline keeps the switch
+    and its decoding weight."""
     head = {**TINY_PIQN["model"]["head"], "word_tagger": True}
     config = {**TINY_PIQN, "model": {"head": head}, "loss_tag_weight": 2.0}
     nlp, examples = train_tiny(config=config)
@@ -421,12 +422,22 @@ def test_word_tagger_trains_round_trips_and_never_changes_prediction(tmp_path):
     docs = [eg.predicted for eg in examples]
     trained, _ = model.begin_update(docs)
     assert trained.tags is not None and trained.tags.shape[:3] == (1, len(trained.windows), trained.left.shape[-1])
-    assert model.predict(docs).tags is None
+    predicted = model.predict(docs)
+    assert predicted.tags.shape == trained.tags.shape
+    assert 0.0 <= predicted.tags.min() and predicted.tags.max() <= 1.0
+    nlp.get_pipe("piqn").cfg["tagger_boundary_weight"] = 2.0
     nlp.to_disk(tmp_path)
     loaded = spacy.load(tmp_path)
     assert loaded.get_pipe("piqn").model.get_ref("head").attrs["settings"]["word_tagger"] is True
+    assert loaded.get_pipe("piqn").cfg["tagger_boundary_weight"] == 2.0
     texts = [text for text, _ in NESTED_DATA]
     assert [spans_of(d) for d in loaded.pipe(texts)] == [spans_of(d) for d in nlp.pipe(texts)]
+    grouped = spacy.load(tmp_path, config={"components": {"piqn": {"model": {"head": {"max_padded_words": 1}}}}})
+    assert [spans_of(d) for d in grouped.pipe(texts)] == [spans_of(d) for d in nlp.pipe(texts)]
+    # The real words' tags agree (padding differs: length groups pad with zeros).
+    one_batch, in_groups = (p.get_pipe("piqn").model.predict(docs) for p in (loaded, grouped))
+    for b, n in enumerate(one_batch.lengths):
+        assert np.allclose(one_batch.tags[0, b, :n], in_groups.tags[0, b, :n], atol=1e-6)
 
     def first_losses(max_padded_words: int) -> list:
         fix_random_seed(0)

@@ -22,7 +22,8 @@ class PIQNOutput:
     """The head's outputs for every window of a batch: in training the logits of every word-level
     layer, left/right (L, B, M, n) and classes (L, B, M, C); at prediction the last layer's
     probabilities (1, B, M, n) and (1, B, M, C). n counts the words predicted on (context excluded).
-    ``tags``: in training, a word tagger's logits (1, B, n, C - 1); None without one."""
+    ``tags``: a word tagger's logits in training, its probabilities at prediction (1, B, n, C - 1);
+    None without one."""
 
     windows: List[Window]
     left: Optional[Floats4d]

@@ -22,8 +22,9 @@ from .common import in_input_order, length_groups, unpacked_bilstm
 PAD_LOGIT = -1e4
 
 # left, right (L', B, M, n) and classes (L', B, M, C): logits of every layer in training,
-# probabilities of the last layer at prediction; in training a head with a word tagger adds its
-# logits (1, B, n, C - 1), one per word and label ("None" excluded).
+# probabilities of the last layer at prediction; a head with a word tagger adds its logits in
+# training and its probabilities at prediction (1, B, n, C - 1), one per word and label ("None"
+# excluded).
 HeadOutput = Tuple[torch.Tensor, ...]
 
 
@@ -374,12 +375,13 @@ class PIQNHead(nn.Module):
                 rights.append(right)
                 classes.append(self.classifier(targets, state, target_mask, left, right))
         left, right, logits = torch.stack(lefts), torch.stack(rights), torch.stack(classes)
-        if all_layers and self.tagger is not None:
-            # ``targets``: the last layer's words to predict on.
-            return left, right, logits, self.tagger(targets).unsqueeze(0)
+        # ``targets``: the last layer's words to predict on.
+        tags = () if self.tagger is None else (self.tagger(targets).unsqueeze(0),)
         if all_layers:
-            return left, right, logits
-        return boundary_probs(left, self.pointer), boundary_probs(right, self.pointer), torch.softmax(logits, -1)
+            return (left, right, logits, *tags)
+        probs = boundary_probs(left, self.pointer), boundary_probs(right, self.pointer), torch.softmax(logits, -1)
+        # Decoding reads the tagger's probabilities to check each query's boundaries.
+        return (*probs, *(torch.sigmoid(t) for t in tags))
 
 
 def predicted_words(spans: Optional[torch.Tensor], mask: torch.Tensor) -> Tuple[Optional[torch.Tensor], torch.Tensor]:
