@@ -124,7 +124,7 @@ class DecodingSettings:
     merge_keep_ratio: float = 0.9
     # With a word tagger (head word_tagger = true): weight of its agreement when each query's
     # boundaries are chosen among its pointers' best three (decoding.tagged_boundaries); 0: argmax.
-    tagger_boundary_weight: float = 2.0
+    tagger_boundary_weight: float = 1.0
     set_ents: bool = False
 
     def __post_init__(self) -> None:
