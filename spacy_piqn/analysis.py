@@ -14,7 +14,7 @@ import numpy as np
 from spacy.language import Language
 from spacy.tokens import Doc
 
-from .decoding import keep_candidates, query_spans
+from .decoding import keep_candidates, query_spans, window_boundaries
 
 POSITION_BINS = 10  # relative left-boundary position in the window, [0, 1) in tenths
 MAX_LENGTH = 10  # span lengths 1..9 and "10 or more"
@@ -51,7 +51,10 @@ def query_predictions(
         batch = docs[i : i + batch_size]
         scores = pipe.predict(batch)
         p_class, p_left, p_right = pipe.probabilities(scores)
-        tags = pipe.tag_probabilities(scores)
+        lengths = [window.end - window.start for window in scores.windows]
+        checked = window_boundaries(
+            p_class, p_left, p_right, lengths, pipe.tag_probabilities(scores), pipe.cfg["tagger_boundary_weight"]
+        )
         # Per doc: the candidates of all its windows, with the query and window length of each.
         per_doc: List[List[tuple]] = [[] for _ in batch]
         for b, window in enumerate(scores.windows):
@@ -62,8 +65,7 @@ def query_predictions(
                 p_right[b, :, :n],
                 pipe.cfg["class_threshold"],
                 pipe.cfg["boundary_threshold"],
-                None if tags is None else tags[b, :n],
-                pipe.cfg["tagger_boundary_weight"],
+                None if checked is None else (checked[0][b], checked[1][b]),
             )
             for q in np.flatnonzero(valid):
                 per_doc[window.doc].append(

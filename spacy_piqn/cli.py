@@ -483,7 +483,10 @@ def find_threshold_command(
         Path | None, typer.Option("--output", "-o", help="Save the pipeline with the best value here.")
     ] = None,
     threshold_key: Annotated[
-        str, typer.Option("--key", "-k", help="class_threshold, boundary_threshold, merge_keep_ratio or tagger_boundary_weight.")
+        str,
+        typer.Option(
+            "--key", "-k", help="class_threshold, boundary_threshold, merge_keep_ratio or tagger_boundary_weight."
+        ),
     ] = "class_threshold",
     n_trials: Annotated[
         int,

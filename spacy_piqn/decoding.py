@@ -26,7 +26,12 @@ EPS = 1e-4
 
 
 def tagged_boundaries(
-    p_left: np.ndarray, p_right: np.ndarray, tags: np.ndarray, types: np.ndarray, weight: float
+    p_left: np.ndarray,
+    p_right: np.ndarray,
+    tags: np.ndarray,
+    types: np.ndarray,
+    weight: float,
+    lengths: Optional[Sequence[int]] = None,
 ) -> Tuple[np.ndarray, np.ndarray]:
     """Each query's (left, right) among the top ``TAGGED_TOP_K`` of its two pointers, by
     log P_left + log P_right + weight × (the mean log P_tag(type) over the words inside + the
@@ -34,28 +39,36 @@ def tagged_boundaries(
 
     The pointers choose the two ends independently and often stop one word short of a name
     ("Sean" of "Sean Penn"), while the word tagger still marks the missing word with the type.
-    p_left, p_right (M, n); tags (n, labels), the tagger's probabilities; types (M,) class ids
-    (0, "None", reads label 1's tags, its query is dropped anyway). A query whose every pair has
-    left > right keeps its pointers' argmax."""
-    n_queries, n = p_left.shape
+    For a batch of windows at once: p_left, p_right (B, M, n), padding 0; tags (B, n, labels),
+    the tagger's probabilities; types (B, M) class ids ("None" reads label 1's tags: its query is
+    dropped anyway); lengths: each window's real words (default all n), beyond which nothing
+    counts as outside. Returns (B, M) lefts and rights; a query whose every pair is impossible
+    (probability 0, or left > right) keeps its pointers' argmax."""
+    n_windows, n_queries, n = p_left.shape
     k = min(TAGGED_TOP_K, n)
-    lefts = np.argsort(-p_left, axis=-1, kind="stable")[:, :k, None]  # (M, k, 1)
-    rights = np.argsort(-p_right, axis=-1, kind="stable")[:, None, :k]  # (M, 1, k)
-    rows = np.arange(n_queries)[:, None, None]
-    tag = np.clip(tags[:, np.maximum(types - 1, 0)].T, EPS, 1 - EPS)  # (M, n): each query's type
-    inside = np.concatenate([np.zeros((n_queries, 1)), np.cumsum(np.log(tag), axis=-1)], axis=-1)
-    # Word i outside at column i + 1; columns 0 and n + 1 (beyond the window) cost nothing.
-    outside = np.pad(np.log1p(-tag), ((0, 0), (1, 1)))
+    lefts = np.argsort(-p_left, axis=-1, kind="stable")[..., :k, None]  # (B, M, k, 1)
+    rights = np.argsort(-p_right, axis=-1, kind="stable")[..., None, :k]  # (B, M, 1, k)
+    batch = np.arange(n_windows)[:, None, None, None]
+    query = np.arange(n_queries)[None, :, None, None]
+    # (B, M, n): each word's probability of the query's type.
+    tag = np.take_along_axis(tags, np.maximum(types - 1, 0)[:, None, :], axis=-1).transpose(0, 2, 1)
+    tag = np.clip(tag, EPS, 1 - EPS)
+    inside = np.pad(np.cumsum(np.log(tag), axis=-1), ((0, 0), (0, 0), (1, 0)))
+    # Word i outside at column i + 1; column 0, column n + 1 and padded words cost nothing.
+    real = np.arange(n)[None, :] < (np.asarray(lengths)[:, None] if lengths is not None else n)
+    outside = np.pad(np.log1p(-tag) * real[:, None, :], ((0, 0), (0, 0), (1, 1)))
     length = rights - lefts + 1
-    agreement = (inside[rows, rights + 1] - inside[rows, lefts]) / np.maximum(length, 1)
-    agreement = agreement + outside[rows, lefts] + outside[rows, rights + 2]
+    agreement = (inside[batch, query, rights + 1] - inside[batch, query, lefts]) / np.maximum(length, 1)
+    agreement = agreement + outside[batch, query, lefts] + outside[batch, query, rights + 2]
     with np.errstate(divide="ignore"):
-        score = np.log(p_left[rows, lefts]) + np.log(p_right[rows, rights]) + weight * agreement
-    score = np.where(length >= 1, score, -np.inf).reshape(n_queries, -1)
+        score = np.log(p_left[batch, query, lefts]) + np.log(p_right[batch, query, rights]) + weight * agreement
+    score = np.where(length >= 1, score, -np.inf).reshape(n_windows, n_queries, -1)
     # All -inf: argmax 0, the two argmaxes.
     best_left, best_right = np.divmod(score.argmax(-1), k)
-    queries = np.arange(n_queries)
-    return lefts[queries, best_left, 0], rights[queries, 0, best_right]
+    return (
+        np.take_along_axis(lefts[..., 0], best_left[..., None], -1)[..., 0],
+        np.take_along_axis(rights[..., 0, :], best_right[..., None], -1)[..., 0],
+    )
 
 
 def query_spans(
@@ -64,20 +77,16 @@ def query_spans(
     p_right: np.ndarray,
     class_threshold: float = 0.0,
     boundary_threshold: float = 0.0,
-    tags: Optional[np.ndarray] = None,
-    tag_weight: float = 0.0,
+    boundaries: Optional[Tuple[np.ndarray, np.ndarray]] = None,
 ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every query's entity in one window: (valid, starts, ends, types, scores), one entry per
     query; ``valid`` marks the queries that predict an entity (not "None", left <= right, above
     the thresholds). Ends are exclusive; scores are class probability × √(P_left · P_right).
-    tags (n, labels): a word tagger's probabilities; with ``tag_weight`` > 0 they check the
-    boundaries (``tagged_boundaries``)."""
+    boundaries: each query's (left, right) word, e.g. from ``tagged_boundaries``; default the
+    pointers' argmax."""
     types = p_class.argmax(-1)
     class_probs = p_class.max(-1)
-    if tags is not None and tag_weight > 0 and p_left.shape[-1]:
-        lefts, rights = tagged_boundaries(p_left, p_right, tags, types, tag_weight)
-    else:
-        lefts, rights = p_left.argmax(-1), p_right.argmax(-1)
+    lefts, rights = boundaries if boundaries is not None else (p_left.argmax(-1), p_right.argmax(-1))
     left_probs = np.take_along_axis(p_left, lefts[:, None], -1)[:, 0]
     right_probs = np.take_along_axis(p_right, rights[:, None], -1)[:, 0]
     valid = (
@@ -97,13 +106,12 @@ def decode_queries(
     p_right: np.ndarray,
     class_threshold: float = 0.0,
     boundary_threshold: float = 0.0,
-    tags: Optional[np.ndarray] = None,
-    tag_weight: float = 0.0,
+    boundaries: Optional[Tuple[np.ndarray, np.ndarray]] = None,
 ) -> Candidates:
     """Candidate spans of one window: (starts, ends) with exclusive ends, class ids (>= 1,
     0 is "None") and span scores (class probability × √(P_left · P_right))."""
     valid, starts, ends, types, scores = query_spans(
-        p_class, p_left, p_right, class_threshold, boundary_threshold, tags, tag_weight
+        p_class, p_left, p_right, class_threshold, boundary_threshold, boundaries
     )
     return starts[valid], ends[valid], types[valid], scores[valid]
 
@@ -121,22 +129,23 @@ def decode_windows(
 ) -> List[Candidates]:
     """Candidates of every doc, in doc coordinates, from the probabilities of all windows:
     p_class (B, M, C) and p_left/p_right (B, M, n) with n the longest window (padding ignored);
-    tags (B, n, labels), a word tagger's probabilities, or None.
+    tags (B, n, labels), a word tagger's probabilities, or None; with ``tag_weight`` > 0 they
+    check the boundaries (``tagged_boundaries``).
 
     Where windows of a long sentence overlap, each span is taken from the window that owns its
     centre (``owned_spans``): a window cut through an entity sees only part of it and may point at
     the part, while the neighbour that owns it sees it whole."""
     found: List[List[Candidates]] = [[] for _ in range(n_docs)]
-    for b, window in enumerate(windows):
-        n = window.end - window.start
+    lengths = [window.end - window.start for window in windows]
+    checked = window_boundaries(p_class, p_left, p_right, lengths, tags, tag_weight)
+    for b, (window, n) in enumerate(zip(windows, lengths)):
         starts, ends, types, scores = decode_queries(
             p_class[b],
             p_left[b, :, :n],
             p_right[b, :, :n],
             class_threshold,
             boundary_threshold,
-            None if tags is None else tags[b, :n],
-            tag_weight,
+            None if checked is None else (checked[0][b], checked[1][b]),
         )
         found[window.doc].append((starts + window.start, ends + window.start, types, scores))
     empty: Candidates = (
@@ -153,6 +162,21 @@ def decode_windows(
             for k, cand in enumerate(found[doc])
         ]
     return [tuple(np.concatenate(part) for part in zip(*parts)) if parts else empty for parts in found]  # type: ignore[misc]
+
+
+def window_boundaries(
+    p_class: np.ndarray,
+    p_left: np.ndarray,
+    p_right: np.ndarray,
+    lengths: Sequence[int],
+    tags: Optional[np.ndarray],
+    tag_weight: float,
+) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+    """(B, M) boundaries of every window's queries checked by a word tagger (``tagged_boundaries``),
+    or None where there is no tagger, a weight of 0 or no word: the pointers' argmax then."""
+    if tags is None or tag_weight <= 0 or not p_left.size:
+        return None
+    return tagged_boundaries(p_left, p_right, tags, p_class.argmax(-1), tag_weight, lengths)
 
 
 def _by_doc(windows: Sequence[Window]) -> dict:

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from spacy_piqn.decoding import decode_queries, decode_windows, filter_candidates, owned_spans, tagged_boundaries
+from spacy_piqn.windows import Window
 
 
 def one_hot(n, i, hi=0.9, lo=0.01):
@@ -31,37 +32,77 @@ def test_thresholds():
     assert starts.tolist() == [0]
 
 
-def test_tagger_extends_a_span_its_right_pointer_cut_short():
-    """Words 1-2 are a name of type 1; the right pointer prefers word 1 (0.6) over word 2 (0.3),
-    the tagger marks both with type 1 and word 3 not: the tagger's check takes word 2."""
+def sean_penn():
+    """One window of four words, words 1-2 a name of type 1: the right pointer prefers word 1
+    (0.6) over word 2 (0.3); the tagger marks both with type 1, words 0 and 3 not, and type 2 nowhere."""
     p_left = one_hot(4, 1, hi=0.9, lo=0.03)[None, :]
     p_right = np.array([[0.05, 0.6, 0.3, 0.05]])
     tags = np.array([[0.01, 0.02], [0.95, 0.02], [0.9, 0.02], [0.01, 0.02]])
-    type_1 = np.array([[0.1, 0.9, 0.0]])
-    starts, ends, _, scores = decode_queries(type_1, p_left, p_right, tags=tags, tag_weight=1.0)
+    return p_left, p_right, tags
+
+
+def test_tagger_extends_a_span_its_right_pointer_cut_short():
+    p_left, p_right, tags = sean_penn()
+    type_1, type_2 = np.array([[0.1, 0.9, 0.0]]), np.array([[0.1, 0.0, 0.9]])
+
+    def decode(p_class, **kwargs):
+        return decode_windows(p_class[None], p_left[None], p_right[None], [Window(0, 0, 4)], 1, **kwargs)[0]
+
+    starts, ends, _, scores = decode(type_1, tags=tags[None], tag_weight=1.0)
     assert (starts.tolist(), ends.tolist()) == ([1], [3])
     # The score is the chosen boundaries' own: 0.9 × √(0.9 · 0.3).
     assert scores.tolist() == pytest.approx([0.9 * np.sqrt(0.9 * 0.3)])
     # Weight 0, or no tags: the pointers' argmax.
-    for kwargs in ({"tags": tags, "tag_weight": 0.0}, {}):
-        starts, ends, *_ = decode_queries(type_1, p_left, p_right, **kwargs)
+    for kwargs in ({"tags": tags[None], "tag_weight": 0.0}, {}):
+        starts, ends, *_ = decode(type_1, **kwargs)
         assert (starts.tolist(), ends.tolist()) == ([1], [2])
-    # The tagger is read for the query's own type: type 2 is marked nowhere, the argmax stays.
-    type_2 = np.array([[0.1, 0.0, 0.9]])
-    starts, ends, *_ = decode_queries(type_2, p_left, p_right, tags=tags, tag_weight=1.0)
+    # The tagger is read for the query's own type.
+    starts, ends, *_ = decode(type_2, tags=tags[None], tag_weight=1.0)
     assert (starts.tolist(), ends.tolist()) == ([1], [2])
 
 
-def test_tagged_boundaries_keep_the_argmax_when_every_pair_is_reversed():
+def test_tagged_boundaries_of_a_batch_ignore_padding():
+    """Windows decoded together give what each gives alone: a shorter window's padded words
+    (pointer probability 0, any tag) are never chosen and never count as outside its span."""
+    p_left, p_right, tags = sean_penn()
+    # Window 1: the same name at its last two words (3 real words), then one padded word that
+    # a tagger's padding row marks with type 1.
+    short_left = np.array([[0.03, 0.9, 0.03, 0.0]])
+    short_right = np.array([[0.05, 0.55, 0.4, 0.0]])
+    short_tags = np.array([[0.01, 0.02], [0.95, 0.02], [0.9, 0.02], [0.99, 0.02]])
+    p_class = np.array([[[0.1, 0.9, 0.0]]] * 2)
+    batch = decode_windows(
+        p_class,
+        np.stack([p_left, short_left]),
+        np.stack([p_right, short_right]),
+        [Window(0, 0, 4), Window(1, 0, 3)],
+        2,
+        tags=np.stack([tags, short_tags]),
+        tag_weight=1.0,
+    )
+    alone = decode_windows(
+        p_class[1:],
+        short_left[None, :, :3],
+        short_right[None, :, :3],
+        [Window(0, 0, 3)],
+        1,
+        tags=short_tags[None, :3],
+        tag_weight=1.0,
+    )
+    assert [part.tolist() for part in batch[1]] == [part.tolist() for part in alone[0]]
+    assert (batch[1][0].tolist(), batch[1][1].tolist()) == ([1], [3])
+
+
+def test_tagged_boundaries_keep_the_argmax_when_every_pair_is_impossible():
     """A query whose every candidate pair is impossible (probability 0, or left > right) keeps its
     pointers' argmax, and a reversed argmax is dropped as without a tagger."""
-    p_left = np.array([[0.0, 1.0]])
-    p_right = np.array([[1.0, 0.0]])
-    tags = np.full((2, 1), 0.5)
-    lefts, rights = tagged_boundaries(p_left, p_right, tags, np.array([1]), 1.0)
-    assert (lefts.tolist(), rights.tolist()) == ([1], [0])
-    starts, *_ = decode_queries(np.array([[0.0, 1.0]]), p_left, p_right, tags=tags, tag_weight=1.0)
-    assert starts.tolist() == []
+    p_left = np.array([[[0.0, 1.0]]])
+    p_right = np.array([[[1.0, 0.0]]])
+    tags = np.full((1, 2, 1), 0.5)
+    lefts, rights = tagged_boundaries(p_left, p_right, tags, np.array([[1]]), 1.0)
+    assert (lefts.tolist(), rights.tolist()) == ([[1]], [[0]])
+    found = decode_windows(np.array([[[0.0, 1.0]]]), p_left, p_right, [Window(0, 0, 2)], 1, tags=tags, tag_weight=1.0)
+    assert found[0][0].tolist() == []
 
 
 def test_nested_filter_drops_crossing_and_duplicate_spans():
@@ -106,8 +147,6 @@ def test_a_same_type_nest_scoring_close_to_its_parent_survives_the_merge():
 
 
 def test_decode_windows_puts_candidates_in_doc_coordinates():
-    from spacy_piqn.windows import Window
-
     p_class = np.array([[[0.1, 0.9]], [[0.2, 0.8]], [[0.9, 0.1]]])
     p_left = np.array([[one_hot(3, 1)], [one_hot(3, 0)], [one_hot(3, 0)]])
     p_right = np.array([[one_hot(3, 2)], [one_hot(3, 1)], [one_hot(3, 0)]])
@@ -118,8 +157,6 @@ def test_decode_windows_puts_candidates_in_doc_coordinates():
 
 
 def test_overlapping_windows_take_each_span_from_the_window_that_owns_its_centre():
-    from spacy_piqn.windows import Window
-
     # One sentence cut into [0, 16) and [8, 24): the overlap [8, 16) splits at 12.
     windows = [Window(0, 0, 16), Window(0, 8, 24)]
     starts, ends = np.array([9, 2, 0, 9]), np.array([16, 6, 16, 13])
@@ -133,16 +170,12 @@ def test_overlapping_windows_take_each_span_from_the_window_that_owns_its_centre
 
 
 def test_a_span_is_kept_where_its_owner_cannot_see_it_whole():
-    from spacy_piqn.windows import Window
-
     windows = [Window(0, 0, 20), Window(0, 5, 8)]
     # Centre 15.5 lies in the second window's core (from 12.5 on), which does not hold [12, 19).
     assert owned_spans(np.array([12]), np.array([19]), windows, 0).tolist() == [True]
 
 
 def test_sentence_windows_own_all_their_tokens():
-    from spacy_piqn.windows import Window
-
     windows = [Window(0, 0, 5), Window(0, 5, 9), Window(0, 9, 12)]
     for k, w in enumerate(windows):
         starts = np.array([w.start, w.start, w.end - 1])
@@ -151,8 +184,6 @@ def test_sentence_windows_own_all_their_tokens():
 
 
 def test_decode_windows_drops_the_cut_piece_and_keeps_the_whole_entity():
-    from spacy_piqn.windows import Window
-
     # A doc of 24 tokens, windows [0, 16) and [8, 24); the entity is [6, 11). The first window sees
     # it whole, the second only from its left edge ([8, 11)); a second entity [18, 20) is the
     # second window's alone.
