@@ -137,7 +137,8 @@ def make_piqn(
         (real nests score about as high as their parent, near misses lower); > 1: always drop.
     tagger_boundary_weight (float): with a head that has a word tagger, each query's boundaries
         are the pair among its pointers' best three that scores highest in log P_left + log P_right
-        + this weight × the tagger's agreement (its type inside, not just outside); 0: the argmax.
+        + this weight × the tagger's agreement with the query's type (its mean log probability
+        inside the span, log (1 - p) just outside either end); 0: the pointers' argmax.
     set_ents (bool): also write a non-overlapping selection (best score first) to ``doc.ents``,
         replacing what was there.
     scorer (Optional[Callable]): defaults to ``spacy-piqn.piqn_scorer.v1``.
