@@ -125,7 +125,17 @@ def test_project_file_is_consistent(tmp_path):
 @pytest.mark.parametrize(
     "workflow, lang, expected",
     [
-        ("conll03", "en", {"piqn.decoding": "flat", "piqn.model.windows.size": 128, "piqn.model.windows.stride": 96}),
+        (
+            "conll03",
+            "en",
+            {
+                "piqn.decoding": "flat",
+                "piqn.model.windows.size": 128,
+                "piqn.model.windows.stride": 96,
+                "piqn.model.head.word_tagger": True,
+                "piqn.loss_tag_weight": 4,
+            },
+        ),
         (
             "germeval2014",
             "de",
