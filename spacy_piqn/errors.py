@@ -268,8 +268,7 @@ class Warnings:
         "[W002] {n} gold spans in this batch lie in no window of the piqn component (they cross a "
         "sentence boundary, or are longer than the window overlap) and are not trained on (e.g. doc "
         "{doc} tokens {start}-{end}). Boundaries come from spaCy's sentencizer rule and any component "
-        "before piqn that sets sentence starts; for a corpus of one sentence per Doc, the windows' "
-        "sentence_rule = false keeps each sentence whole."
+        "before piqn that sets sentence starts."
     )
     W003 = (
         "[W003] {n} gold spans in this batch do not align with the predicted tokenization and are "

@@ -53,12 +53,12 @@ def split_range(start: int, end: int, size: int, stride: int) -> List[Tuple[int,
     return spans
 
 
-def sentence_stretches(doc: Doc, rule: Optional[Sentencizer]) -> List[Tuple[int, int]]:
+def sentence_stretches(doc: Doc, rule: Sentencizer) -> List[Tuple[int, int]]:
     """(start, end) of each sentence: those of spaCy's ``sentencizer`` punctuation rule, plus the doc's own
     boundaries where a component set them (the doc itself is not changed). The rule's boundaries are kept
     alongside a component's so that one which finds too few (e.g. a ``senter`` trained on one sentence per Doc)
-    never leaves whole paragraphs in one window. Without a rule: the doc's own boundaries only."""
-    starts = {0} if rule is None else {i for i, is_start in enumerate(rule.predict([doc])[0]) if is_start}
+    never leaves whole paragraphs in one window."""
+    starts = {i for i, is_start in enumerate(rule.predict([doc])[0]) if is_start}
     if doc.has_annotation("SENT_START"):
         starts.update(sent.start for sent in doc.sents)
     ordered = sorted(starts)
@@ -77,7 +77,6 @@ def configure_token_windows(
     context: int = 0,
     predict_size: Optional[int] = None,
     predict_stride: Optional[int] = None,
-    sentence_rule: bool = True,
 ) -> GetWindows:
     """One window per sentence (a longer sentence is cut into windows of at most ``size`` tokens).
 
@@ -95,10 +94,6 @@ def configure_token_windows(
     predict_size, predict_stride (Optional[int]): ``size`` and ``stride`` when predicting (evaluation
         included); None: as in training. Shorter windows at prediction give each window's queries fewer
         entities to find; the training windows that suit best depend on the corpus (docs/configuration.md).
-    sentence_rule (bool): also end sentences where spaCy's ``sentencizer`` rule does. False: only where a
-        component set a boundary (or the training corpus's gold sentences), for a corpus of one sentence per
-        Doc whose sentences the rule would cut inside (``St . Pauli``); raw text then needs a component that
-        splits sentences, or it is read in windows of ``size`` tokens.
     """
     _check_sizes(size, stride)
     predict_size = size if predict_size is None else predict_size
@@ -106,7 +101,7 @@ def configure_token_windows(
     _check_sizes(predict_size, predict_stride, "predict_")
     if context < 0:
         raise ValueError(Errors.E055.format(context=context))
-    rule = Sentencizer() if sentence_rule else None
+    rule = Sentencizer()
 
     def get_windows(docs: List[Doc], is_train: bool = False) -> List[Window]:
         cut_size, cut_stride = (size, stride) if is_train else (predict_size, predict_stride)

@@ -275,21 +275,3 @@ def test_shipped_configs_learn_sentences_from_documents(name):
     assert "senter" in pipeline and pipeline.index("senter") < pipeline.index("piqn")
     assert config["corpora"]["train"]["sent_starts"] is True and config["corpora"]["dev"]["sent_starts"] is False
     assert config["training"]["score_weights"]["sents_f"] == 0.0
-
-
-def test_windows_without_the_rule_keep_a_sentence_whole():
-    """sentence_rule = false: a lone full stop inside a gold sentence (GermEval's "St . Pauli") ends no window;
-    a component's boundaries and the size still cut."""
-    from spacy_piqn.windows import configure_token_windows
-
-    nlp = spacy.blank("de")
-    words = "Fans des FC St . Pauli feiern".split()
-    one_sentence = Doc(nlp.vocab, words=words, sent_starts=[True] + [False] * (len(words) - 1))
-    assert [(w.start, w.end) for w in configure_token_windows()([one_sentence])] == [(0, 5), (5, 7)]
-    get_windows = configure_token_windows(sentence_rule=False)
-    assert [(w.start, w.end) for w in get_windows([one_sentence])] == [(0, 7)]
-    assert [(w.start, w.end) for w in get_windows([Doc(nlp.vocab, words=words)])] == [(0, 7)]
-    two = Doc(nlp.vocab, words=words, sent_starts=[True, False, False, False, False, True, False])
-    assert [(w.start, w.end) for w in get_windows([two])] == [(0, 5), (5, 7)]
-    short = configure_token_windows(size=4, stride=2, sentence_rule=False)
-    assert [(w.start, w.end) for w in short([one_sentence])] == [(0, 4), (2, 6), (4, 7)]
