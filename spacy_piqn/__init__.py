@@ -23,6 +23,7 @@ REGISTERING_MODULES = (
     "corpus",
     "windows",
     "layers.query_transformer",
+    "layers.pooling",
     "tokenizer",
     "callbacks",
     "schedules",
