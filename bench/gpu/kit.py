@@ -734,7 +734,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("rows")
     p.set_defaults(func=rows_command)
     p = sub.add_parser("table")
-    p.add_argument("--rows", required=True, help="e.g. 'piqn spancat spancat_tuned,lr=1e-4|2e-4 piqn_qt'")
+    p.add_argument("--rows", required=True, help="e.g. 'piqn spancat spancat_tuned,lr=2e-4|3e-4|4e-4 piqn_qt'")
     p.add_argument("--steps", type=int, required=True, help="max_steps of every row")
     p.add_argument("--eval-frequency", type=int, default=250)
     p.add_argument("--data", type=Path, required=True, help="holds <dataset>/{train,dev}.jsonl")

@@ -5,7 +5,7 @@
 #   bash bench/gpu/table.sh [ROWS [STEPS]]             # on the GPU machine; results into $OUT
 #   bash bench/gpu/table.sh --dry-run [ROWS [STEPS]]   # here, on the CPU: 5 steps, 50/20 sentences, same plumbing
 #
-# ROWS (default "piqn spancat spancat_tuned,lr=1e-4|2e-4 piqn_qt"): trainings run side by side, one
+# ROWS (default "piqn spancat spancat_tuned,lr=2e-4|3e-4|4e-4 piqn_qt"): trainings run side by side, one
 # bench/run_bench.py process each. A row is SYSTEM[,KEY=VALUE...]: SYSTEM one of run_bench.py's minilm systems
 # (piqn, piqn_qt, spancat, spancat_tuned, ner), KEY seed, lr (the peak learning rate), ds (dataset: genia, default,
 # or conll03), units (sentences, default, or documents: one Doc per document, e.g.
@@ -34,7 +34,7 @@ if [[ ${1:-} == --dry-run ]]; then
 fi
 PY=${PYTHON:-python3}
 if ((DRY)); then
-    ROWS=${1:-"piqn spancat_tuned,lr=1e-4|2e-4 piqn_qt"}
+    ROWS=${1:-"piqn spancat_tuned,lr=2e-4|3e-4 piqn_qt"}
     STEPS=${2:-5}
     EVAL=${EVAL:-5}
     WORK=${WORK:-${TMPDIR:-/tmp}/piqn-table-dry}
@@ -43,7 +43,7 @@ if ((DRY)); then
     GPU_ID=-1
     SIZES=(--n-train "${N_TRAIN:-50}" --n-dev "${N_DEV:-20}")
 else
-    ROWS=${1:-"piqn spancat spancat_tuned,lr=1e-4|2e-4 piqn_qt"}
+    ROWS=${1:-"piqn spancat spancat_tuned,lr=2e-4|3e-4|4e-4 piqn_qt"}
     STEPS=${2:-1500}
     EVAL=${EVAL:-250}
     WORK=${WORK:-/tmp/piqn-table}
