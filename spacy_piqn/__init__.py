@@ -23,7 +23,6 @@ REGISTERING_MODULES = (
     "corpus",
     "windows",
     "layers.query_transformer",
-    "layers.pooling",
     "tokenizer",
     "callbacks",
     "schedules",

@@ -575,31 +575,3 @@ def test_an_embedded_transformer_keeps_its_saved_state_when_the_pipeline_loads(t
     assert transformer.attrs["has_transformer"] is True
     got = predictions(loaded, TEXTS)
     assert [[p[:3] for p in doc] for doc in got] == [[p[:3] for p in doc] for doc in expected]
-
-
-def test_max_pooling_listener_reads_words_without_subwords(tiny_bert):
-    """A whitespace token or a zero-width space has no subwords: thinc's reduce_max refuses it, ours pools zeros."""
-    doc_text = "The IL-2 gene \n\n binds \u200b NF-kappa B ."
-    for pooling, fails in (("spacy-piqn.reduce_max.v1", False), ("reduce_max.v1", True)):
-        fix_random_seed(0)
-        nlp = spacy.blank("en")
-        tok2vec = {
-            "@architectures": "spacy-transformers.Tok2VecTransformer.v3",
-            "name": str(tiny_bert),
-            "tokenizer_config": {"use_fast": True},
-            "get_spans": {"@span_getters": "spacy-transformers.strided_spans.v1", "window": 32, "stride": 24},
-            "pooling": {"@layers": pooling},
-            "grad_factor": 1.0,
-        }
-        head = {"@architectures": "spacy-piqn.PIQNHead.v1", "hidden_width": 32, "n_queries": 8, "n_heads": 4}
-        nlp.add_pipe("piqn", config={"model": {"tok2vec": tok2vec, "head": head}, "n_slots": 4})
-        examples = make_examples(nlp, DATA)
-        optimizer = nlp.initialize(lambda: examples)
-        if fails:
-            with pytest.raises(ValueError, match="lengths must be > 0"):
-                nlp(doc_text)
-            continue
-        nlp.update(examples, sgd=optimizer)
-        doc = nlp(doc_text)
-        assert {"\n\n ", "\u200b"} <= {t.text for t in doc}
-        check_span_group(nlp, doc)
