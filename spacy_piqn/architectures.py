@@ -144,7 +144,7 @@ def build_query_transformer_model(
     """PIQN's own encoder: M instance queries ride through a pretrained BERT, RoBERTa or
     ELECTRA next to the words, with one-way attention (words never see the queries, so word
     vectors are the plain transformer's, unless ``one_way = false``). Takes (docs, windows); gives per window the word
-    vectors (max over each token's subwords) and the M query states.
+    vectors (each token's subwords pooled, see ``pooling``) and the M query states.
 
     name (str): the transformer, loaded at initialize (a saved pipeline carries its config,
         tokenizer and weights, and never reads ``name`` again): a Hugging Face hub name
