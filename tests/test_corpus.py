@@ -1,6 +1,6 @@
 """The corpus reader keeps the reference docs it has read once, and training with it is unchanged."""
 
-import itertools
+import io
 import random
 
 import pytest
@@ -10,6 +10,7 @@ from spacy.training.initialize import init_nlp
 from spacy.training.loop import train as train_nlp
 
 from spacy_piqn.convert import jsonl_to_docs
+from spacy_piqn.corpus import create_gold_token_corpus
 
 from .conftest import NESTED_DATA, REPO, make_examples
 
@@ -23,12 +24,14 @@ def docbin(tmp_path):
 
 
 def _read(reader, nlp):
-    return [([t.text for t in eg.predicted], [(s.start, s.end, s.label_) for s in eg.reference.spans["sc"]]) for eg in reader(nlp)]
+    """Each example's predicted words and gold spans."""
+    return [
+        ([t.text for t in eg.predicted], [(s.start, s.end, s.label_) for s in eg.reference.spans["sc"]])
+        for eg in reader(nlp)
+    ]
 
 
 def test_a_complete_read_is_kept_for_the_same_vocab(docbin):
-    from spacy_piqn.corpus import create_gold_token_corpus
-
     nlp = spacy.blank("en")
     reader = create_gold_token_corpus(docbin)
     next(iter(reader(nlp)))  # a partial read keeps nothing
@@ -42,8 +45,6 @@ def test_a_complete_read_is_kept_for_the_same_vocab(docbin):
 
 
 def test_cache_false_reads_the_files_every_time(docbin):
-    from spacy_piqn.corpus import create_gold_token_corpus
-
     nlp = spacy.blank("en")
     reader = create_gold_token_corpus(docbin, cache=False)
     list(reader(nlp))
@@ -53,8 +54,6 @@ def test_cache_false_reads_the_files_every_time(docbin):
 
 
 def test_shuffle_reorders_the_kept_docs_each_read(docbin):
-    from spacy_piqn.corpus import create_gold_token_corpus
-
     nlp = spacy.blank("en")
     in_order = _read(create_gold_token_corpus(docbin), nlp)
     reader = create_gold_token_corpus(docbin, shuffle=True)
@@ -89,7 +88,7 @@ def _trained(tmp_path, cache: bool):
     }
     config = spacy.util.load_config(REPO / "configs" / "piqn_tok2vec.cfg", overrides=overrides)
     nlp = init_nlp(config)
-    nlp, _ = train_nlp(nlp, None, stdout=open("/dev/null", "w"))
+    nlp, _ = train_nlp(nlp, None, stdout=io.StringIO())
     return nlp.get_pipe("piqn").to_bytes(exclude=["vocab"]), nlp.meta["performance"]
 
 
