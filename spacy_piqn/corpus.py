@@ -5,8 +5,7 @@ gold spans whose boundaries fall inside a spaCy token (``NF-kappa``) are lost, a
 ``gold_preproc``/``max_length`` options drop ``doc.spans``. This reader keeps both, and keeps the
 reference docs in memory once read: a DocBin costs ~1 ms per doc to read back (srsly looks up its
 msgpack extensions for each doc's user data and span groups), and ``spacy train`` reads the training
-corpus once per component that initializes from it and again when training starts, the dev corpus
-at every evaluation.
+corpus once per component that initializes from it, the dev corpus at every evaluation.
 """
 
 import random
@@ -42,7 +41,7 @@ def create_gold_token_corpus(
         splitter in the pipeline (e.g. a ``senter`` trained with it) sets them at prediction. False: predicted docs
         carry no sentence boundaries, as raw text.
     cache (bool): keep the reference docs after the first complete read and hand them out again (each time with
-        fresh predicted docs) to readers with the same vocab; False reads the files every time, as
+        fresh predicted docs) to every later read with the same vocab; False reads the files every time, as
         ``spacy.Corpus.v1`` does, for a corpus too large for memory (e.g. streamed with ``max_epochs = -1``).
     """
     corpus = Corpus(path, limit=limit, gold_preproc=False, max_length=0)
