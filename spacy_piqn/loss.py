@@ -106,20 +106,6 @@ def loss_classes(
     return (row_weight * row_loss).sum() / row_weight.sum()
 
 
-def smoothed_boundaries(
-    target: torch.Tensor, low: torch.Tensor, high: torch.Tensor, word_mask: torch.Tensor, smoothing: float
-) -> torch.Tensor:
-    """Boundary targets (Q, n) for word indices ``target`` (Q,): 1 − ``smoothing`` on the word and
-    ``smoothing`` shared by its neighbours (the words one away that are real and within
-    [``low``, ``high``], so that the span keeps left <= right); all of it on the word when none is."""
-    positions = torch.arange(word_mask.shape[-1], device=target.device)[None, :]
-    onehot = (positions == target[:, None]).float()
-    near = ((positions - target[:, None]).abs() == 1) & word_mask
-    near &= (positions >= low[:, None]) & (positions <= high[:, None])
-    spread = near.float() * (smoothing / near.sum(-1, keepdim=True).clamp(min=1))
-    return spread + onehot * (1.0 - spread.sum(-1, keepdim=True))
-
-
 def loss_boundaries(
     left: torch.Tensor,
     right: torch.Tensor,
@@ -127,25 +113,15 @@ def loss_boundaries(
     gold: List[np.ndarray],
     word_mask: torch.Tensor,
     pointer: str,
-    smoothing: float = 0.0,
 ) -> torch.Tensor:
-    """Boundary loss of the matched queries (left/right (B, M, n) logits), a mean over them;
-    ``smoothing``: boundary smoothing (``smoothed_boundaries``)."""
+    """Boundary loss of the matched queries (left/right (B, M, n) logits), a mean over them."""
     b_idx, q_idx, target = _flat(indices, gold, left.device)
     if not len(b_idx):
         return left.new_zeros(())
     mask = word_mask[b_idx]
-    starts, ends = target[:, 1], target[:, 2]
-    if smoothing:
-        last = mask.shape[-1] - 1
-        targets = (
-            smoothed_boundaries(starts, torch.zeros_like(ends), ends, mask, smoothing),
-            smoothed_boundaries(ends, starts, torch.full_like(starts, last), mask, smoothing),
-        )
-    else:
-        targets = (starts, ends)
     total = sum(
-        boundary_loss(logits[b_idx, q_idx], column, mask, pointer) for logits, column in zip((left, right), targets)
+        boundary_loss(logits[b_idx, q_idx], target[:, column], mask, pointer)
+        for logits, column in ((left, 1), (right, 2))
     )
     return total / len(b_idx)
 
@@ -202,7 +178,7 @@ def piqn_loss(
         )
         total = total + weights.loss_class_weight * loss_classes(classes[layer], indices, gold, weights.label_smoothing)
         total = total + weights.loss_boundary_weight * loss_boundaries(
-            left[layer], right[layer], indices, gold, word_mask, pointer, weights.boundary_smoothing
+            left[layer], right[layer], indices, gold, word_mask, pointer
         )
     return total
 

@@ -89,9 +89,6 @@ class LossSettings:
     static_assignment: bool = False
     # Share of the class target spread over all classes ("None" included): softer types.
     label_smoothing: float = 0.0
-    # Share of each matched query's boundary target spread over the words next to it (boundary
-    # smoothing, Zhu & Li 2022): a word off by one is a near miss, not as wrong as any other.
-    boundary_smoothing: float = 0.0
     # Weight of the word tagger's loss (a head built with word_tagger = true): every word learns
     # which labels' entities cover it, so every word of the window is a typed example.
     loss_tag_weight: float = 1.0
@@ -103,8 +100,6 @@ class LossSettings:
             raise ValueError(Errors.E052.format(name="ordered_warmup_updates", value=self.ordered_warmup_updates))
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(Errors.E053.format(name="label_smoothing", value=self.label_smoothing))
-        if not 0.0 <= self.boundary_smoothing < 1.0:
-            raise ValueError(Errors.E053.format(name="boundary_smoothing", value=self.boundary_smoothing))
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, Any]) -> "LossSettings":

@@ -182,17 +182,15 @@ def boundary_probs(logits: torch.Tensor, pointer: str) -> torch.Tensor:
 
 
 def boundary_loss(logits: torch.Tensor, target: torch.Tensor, word_mask: torch.Tensor, pointer: str) -> torch.Tensor:
-    """Summed loss of matched queries' boundary logits (Q, n) against their targets: word indices
-    (Q,) or distributions over the words (Q, n), which put nothing on padding. Cross-entropy over
-    the real words ("softmax"), or binary cross-entropy per real word ("sigmoid", PIQN's).
-    word_mask (Q, n) marks the real words."""
+    """Summed loss of matched queries' boundary logits (Q, n) against target word indices (Q,):
+    cross-entropy over the real words ("softmax"), or binary cross-entropy per real word against
+    the one-hot target ("sigmoid", PIQN's). word_mask (Q, n) marks the real words."""
     logits = logits.float()
     if pointer == "softmax":
         # Padded words take no probability mass (and get no gradient).
         return F.cross_entropy(logits.masked_fill(~word_mask, PAD_LOGIT), target, reduction="sum")
-    if target.dim() == 1:
-        target = F.one_hot(target, logits.shape[-1]).float()
-    bce = F.binary_cross_entropy_with_logits(logits, target, reduction="none")
+    onehot = F.one_hot(target, logits.shape[-1]).float()
+    bce = F.binary_cross_entropy_with_logits(logits, onehot, reduction="none")
     return (bce * word_mask).sum()
 
 
