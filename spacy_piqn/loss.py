@@ -83,11 +83,16 @@ def _flat(indices: Indices, gold: List[np.ndarray], device: torch.device) -> Tup
 
 
 def loss_classes(
-    classes: torch.Tensor, indices: Indices, gold: List[np.ndarray], label_smoothing: float = 0.0
+    classes: torch.Tensor,
+    indices: Indices,
+    gold: List[np.ndarray],
+    label_smoothing: float = 0.0,
+    keep: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """Weighted mean cross-entropy of every query's class (B, M, C logits): matched queries
     target their gold type, the others "None" (class 0), weighted by ``none_class_weight``;
-    ``label_smoothing`` of the target spread uniformly over the classes.
+    ``label_smoothing`` of the target spread uniformly over the classes. ``keep`` (one per
+    matched query, in ``indices``' order): the share of its target on its type, the rest on "None".
 
     The weight is a query's (its row's), not a class's inside the smoothed target: torch's
     ``weight`` with ``label_smoothing`` weighs each class's share of every target, which trains a
@@ -98,12 +103,33 @@ def loss_classes(
     class_target = torch.zeros((batch, n_queries), dtype=torch.long, device=classes.device)
     class_target[b_idx, q_idx] = target[:, 0]
     class_target = class_target.reshape(-1)
-    row_loss = F.cross_entropy(
-        classes.reshape(-1, n_classes).float(), class_target, reduction="none", label_smoothing=label_smoothing
-    )
+    logits = classes.reshape(-1, n_classes).float()
+    if keep is None:
+        row_loss = F.cross_entropy(logits, class_target, reduction="none", label_smoothing=label_smoothing)
+    else:
+        soft = F.one_hot(class_target, n_classes).float()
+        rows = b_idx * n_queries + q_idx
+        soft[rows, target[:, 0]] = keep
+        soft[rows, 0] = 1.0 - keep
+        soft = soft * (1.0 - label_smoothing) + label_smoothing / n_classes
+        row_loss = -(soft * F.log_softmax(logits, -1)).sum(-1)
     row_weight = torch.ones_like(row_loss)
     row_weight[class_target == 0] = none_class_weight(len(b_idx), batch * n_queries)
     return (row_weight * row_loss).sum() / row_weight.sum()
+
+
+def span_iou(left: torch.Tensor, right: torch.Tensor, indices: Indices, gold: List[np.ndarray]) -> torch.Tensor:
+    """Word IoU (no gradient) of each matched query's argmax span (left/right (B, M, n) logits) with
+    its gold entity, in ``indices``' order; 0 where the argmax left boundary lies after the right one."""
+    b_idx, q_idx, target = _flat(indices, gold, left.device)
+    with torch.no_grad():
+        pred_left, pred_right = left[b_idx, q_idx].argmax(-1), right[b_idx, q_idx].argmax(-1)
+        gold_left, gold_right = target[:, 1], target[:, 2]
+        inter = (torch.minimum(pred_right, gold_right) - torch.maximum(pred_left, gold_left) + 1).clamp(min=0)
+        # Where the spans overlap their hull is their union; elsewhere the intersection is 0.
+        hull = torch.maximum(pred_right, gold_right) - torch.minimum(pred_left, gold_left) + 1
+        iou = inter.float() / hull.float()
+        return torch.where(pred_left <= pred_right, iou, torch.zeros_like(iou))
 
 
 def loss_boundaries(
@@ -176,7 +202,11 @@ def piqn_loss(
         indices = (
             static if static is not None else match(left[layer], right[layer], classes[layer], gold, weights, pointer)
         )
-        total = total + weights.loss_class_weight * loss_classes(classes[layer], indices, gold, weights.label_smoothing)
+        keep = None
+        if weights.iou_class_target:
+            keep = 1.0 - weights.iou_class_target * (1.0 - span_iou(left[layer], right[layer], indices, gold))
+        class_loss = loss_classes(classes[layer], indices, gold, weights.label_smoothing, keep)
+        total = total + weights.loss_class_weight * class_loss
         total = total + weights.loss_boundary_weight * loss_boundaries(
             left[layer], right[layer], indices, gold, word_mask, pointer
         )

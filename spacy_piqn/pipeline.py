@@ -105,6 +105,7 @@ def make_piqn(
     ordered_warmup_updates: int = DL.ordered_warmup_updates,
     static_assignment: bool = DL.static_assignment,
     label_smoothing: float = DL.label_smoothing,
+    iou_class_target: float = DL.iou_class_target,
     loss_tag_weight: float = DL.loss_tag_weight,
     merge_nested_duplicates: bool = DD.merge_nested_duplicates,
     merge_keep_ratio: float = DD.merge_keep_ratio,
@@ -125,6 +126,8 @@ def make_piqn(
     static_assignment (bool): never match: query i takes the i-th slot of the entities in text
         order on every update (the paper's "w/o dynamic label assignment" ablation).
     label_smoothing (float): share of each query's class target spread over all classes.
+    iou_class_target (float): 0..1, how much a matched query's type target follows the IoU of its
+        argmax span with its gold entity (the rest goes to "None").
     loss_tag_weight (float): weight of the word tagger's loss (a head with ``word_tagger = true``).
     class_threshold (float): keep a query's entity only if its class probability is above this.
     boundary_threshold (float): ... and both boundary probabilities are above this.

@@ -89,6 +89,10 @@ class LossSettings:
     static_assignment: bool = False
     # Share of the class target spread over all classes ("None" included): softer types.
     label_smoothing: float = 0.0
+    # How much a matched query's type target follows the IoU of its argmax span with its gold
+    # entity: 1 − w·(1 − IoU) on the type, the rest on "None". A query whose pointers miss learns
+    # to doubt its type, so decoding prefers the queries that point right.
+    iou_class_target: float = 0.0
     # Weight of the word tagger's loss (a head built with word_tagger = true): every word learns
     # which labels' entities cover it, so every word of the window is a typed example.
     loss_tag_weight: float = 1.0
@@ -100,6 +104,8 @@ class LossSettings:
             raise ValueError(Errors.E052.format(name="ordered_warmup_updates", value=self.ordered_warmup_updates))
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(Errors.E053.format(name="label_smoothing", value=self.label_smoothing))
+        if not 0.0 <= self.iou_class_target <= 1.0:
+            raise ValueError(Errors.E053.format(name="iou_class_target", value=self.iou_class_target))
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, Any]) -> "LossSettings":
