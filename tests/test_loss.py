@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from spacy_piqn.loss import loss_boundaries, loss_classes, match, none_class_weight, piqn_loss
+from spacy_piqn.loss import loss_boundaries, loss_classes, match, none_class_weight, piqn_loss, span_iou
 from spacy_piqn.settings import HeadSettings, LossSettings
 from spacy_piqn.targets import gold_spans, window_targets
 from spacy_piqn.torch_modules.head import OneWayLayer, PIQNHead
@@ -209,6 +209,41 @@ def test_class_loss_is_least_at_the_smoothed_target_of_every_query(label_smoothi
         weights = torch.tensor([0.25] + [1.0] * (n_classes - 1))
         expected = torch.nn.functional.cross_entropy(logits[0], torch.tensor([2, 0, 0, 0, 0]), weight=weights)
         assert float(loss_classes(logits, indices, gold)) == pytest.approx(float(expected), rel=1e-6)
+
+
+def test_iou_class_target_lets_a_query_that_points_wrong_doubt_its_type():
+    """Gold words 1-3: a query pointing at 1-3 keeps its whole type target, one pointing at word 1
+    alone (IoU 1/3) learns the type at 1 − w·(1 − 1/3) and "None" at the rest, one whose left
+    boundary lies after its right one at 1 − w."""
+    left, right = torch.full((1, 3, 6), -10.0), torch.full((1, 3, 6), -10.0)
+    for query, (start, end) in enumerate([(1, 3), (1, 1), (4, 2)]):
+        left[0, query, start] = right[0, query, end] = 10.0
+    gold = [np.array([[2, 1, 3]])]
+    indices = [(np.array([0, 1, 2]), np.array([0, 0, 0]))]
+    iou = span_iou(left, right, indices, gold)
+    assert torch.allclose(iou, torch.tensor([1.0, 1 / 3, 0.0]))
+    keep = 1.0 - 0.5 * (1.0 - iou)
+    target = torch.zeros((3, 4))
+    target[:, 2], target[:, 0] = keep, 1.0 - keep
+    classes = torch.log(target.clamp(min=1e-9))[None].requires_grad_(True)
+    loss_classes(classes, indices, gold, keep=keep).backward()
+    assert classes.grad.abs().max() < 1e-5
+    with pytest.raises(ValueError, match="iou_class_target"):
+        LossSettings(iou_class_target=1.5)
+
+
+def test_iou_class_target_zero_is_the_plain_class_loss():
+    left, right, classes = head_outputs()
+    gold = [np.array([[1, 0, 2], [2, 1, 1]]), np.zeros((0, 3), dtype=np.int64), np.array([[3, 0, 1]])]
+    plain = piqn_loss(left, right, classes, [6, 4, 2], gold, LossSettings(n_slots=3, label_smoothing=0.1))
+    weighted = LossSettings(n_slots=3, label_smoothing=0.1, iou_class_target=1.0)
+    assert float(plain) != float(piqn_loss(left, right, classes, [6, 4, 2], gold, weighted))
+    # All-ones keep is the hard target: the same loss through the soft path, label smoothing included.
+    indices = match(left[0], right[0], classes[0], gold, LossSettings(n_slots=3), "softmax")
+    n_matched = sum(len(q) for q, _ in indices)
+    hard = loss_classes(classes[0], indices, gold, 0.1)
+    soft = loss_classes(classes[0], indices, gold, 0.1, keep=torch.ones(n_matched))
+    assert float(hard) == pytest.approx(float(soft), rel=1e-6)
 
 
 def test_word_tagger_loss_targets_every_label_covering_a_word_and_skips_padding():

@@ -141,6 +141,8 @@ def test_project_file_is_consistent(tmp_path):
             "de",
             {
                 "piqn.label_smoothing": 0.2,
+                "piqn.iou_class_target": 1.0,
+                "piqn.class_threshold": 0.4,
                 "piqn.model.windows.size": 128,
                 "piqn.model.windows.predict_size": 128,
                 "piqn.model.windows.context": 0,
