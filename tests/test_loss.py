@@ -232,7 +232,7 @@ def test_iou_class_target_lets_a_query_that_points_wrong_doubt_its_type():
         LossSettings(iou_class_target=1.5)
 
 
-def test_iou_class_target_zero_is_the_plain_class_loss():
+def test_iou_class_target_changes_the_loss_and_a_full_keep_is_the_hard_target():
     left, right, classes = head_outputs()
     gold = [np.array([[1, 0, 2], [2, 1, 1]]), np.zeros((0, 3), dtype=np.int64), np.array([[3, 0, 1]])]
     plain = piqn_loss(left, right, classes, [6, 4, 2], gold, LossSettings(n_slots=3, label_smoothing=0.1))
