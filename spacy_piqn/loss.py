@@ -103,16 +103,16 @@ def loss_classes(
     class_target = torch.zeros((batch, n_queries), dtype=torch.long, device=classes.device)
     class_target[b_idx, q_idx] = target[:, 0]
     class_target = class_target.reshape(-1)
-    logits = classes.reshape(-1, n_classes).float()
-    if keep is None:
-        row_loss = F.cross_entropy(logits, class_target, reduction="none", label_smoothing=label_smoothing)
-    else:
-        soft = F.one_hot(class_target, n_classes).float()
+    # Class indices, or with ``keep`` distributions (torch smooths either the same way).
+    goal: torch.Tensor = class_target
+    if keep is not None:
+        goal = F.one_hot(class_target, n_classes).float()
         rows = b_idx * n_queries + q_idx
-        soft[rows, target[:, 0]] = keep
-        soft[rows, 0] = 1.0 - keep
-        soft = soft * (1.0 - label_smoothing) + label_smoothing / n_classes
-        row_loss = -(soft * F.log_softmax(logits, -1)).sum(-1)
+        goal[rows, target[:, 0]] = keep
+        goal[rows, 0] = 1.0 - keep
+    row_loss = F.cross_entropy(
+        classes.reshape(-1, n_classes).float(), goal, reduction="none", label_smoothing=label_smoothing
+    )
     row_weight = torch.ones_like(row_loss)
     row_weight[class_target == 0] = none_class_weight(len(b_idx), batch * n_queries)
     return (row_weight * row_loss).sum() / row_weight.sum()
