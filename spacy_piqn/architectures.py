@@ -43,7 +43,6 @@ def build_piqn_head(
     lr_scale: float = 1.0,
     one_way: bool = D.one_way,
     word_tagger: bool = D.word_tagger,
-    update_words: bool = D.update_words,
 ) -> Model:
     """PIQN's word-level part: BiLSTM, L one-way query layers, entity pointer and classifier.
     Its PyTorch module is built at initialize, once the encoder's width and the labels are known.
@@ -73,10 +72,6 @@ def build_piqn_head(
     one_way (bool): words never attend to the queries in the word-level layers (PIQN's one-way
         self-attention), so queries read the words without changing them; False is the paper's
         "w/o one-way SA" ablation.
-    update_words (bool): the word-level layers update the words as well as the queries (PIQN's);
-        false: only the query rows run through them, attending to the BiLSTM's words as a DETR decoder
-        attends to its encoder's memory, which skips the word rows' attention and feed-forward
-        (needs one_way).
     common_embedding (bool): add a shared "query type" vector to every query's content.
     word_tagger (bool): in training, also tag each word with the labels of the gold entities that
         cover it (a linear layer on the last word-level layer, binary cross-entropy weighted by the
@@ -109,7 +104,6 @@ def build_piqn_head(
         classifier_dropout=classifier_dropout,
         query_interaction=query_interaction,
         one_way=one_way,
-        update_words=update_words,
         common_embedding=common_embedding,
         max_padded_words=max_padded_words,
         word_tagger=word_tagger,

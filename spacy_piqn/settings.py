@@ -36,7 +36,6 @@ class HeadSettings:
     classifier_dropout: float = 0.5
     query_interaction: bool = True
     one_way: bool = True
-    update_words: bool = True
     common_embedding: bool = True
     max_padded_words: int = 1024
     word_tagger: bool = False
@@ -56,8 +55,6 @@ class HeadSettings:
             raise ValueError(Errors.E011.format(n_layers=self.n_layers))
         if self.n_queries < 1:
             raise ValueError(Errors.E012.format(n_queries=self.n_queries))
-        if not self.update_words and not self.one_way:
-            raise ValueError(Errors.E060)
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)

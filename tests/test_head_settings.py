@@ -313,24 +313,3 @@ def test_load_time_config_cannot_change_what_the_model_learned(trained_tiny, tmp
     key = next(iter(override))
     with pytest.raises(ValueError, match=f"E051.*{key}"):
         spacy.load(tmp_path / "p", config={"components": {"piqn": {"model": {"head": override}}}})
-
-
-@pytest.mark.parametrize("interaction", [True, False])
-def test_query_only_layers_leave_the_words_and_give_the_queries_the_same_states(interaction):
-    """update_words = False skips the word rows only: within a one-way layer no query row reads them."""
-    torch.manual_seed(0)
-    full = OneWayLayer(16, 4, 0.0, interaction).eval()
-    query_only = OneWayLayer(16, 4, 0.0, interaction, update_words=False).eval()
-    query_only.load_state_dict(full.state_dict())
-    words, queries, position = torch.randn(2, 5, 16), torch.randn(2, 3, 16), torch.randn(3, 16)
-    word_mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
-    with torch.no_grad():
-        full_words, full_queries = full(words, queries, position, word_mask)
-        kept_words, kept_queries = query_only(words, queries, position, word_mask)
-    assert torch.equal(kept_words, words) and not torch.allclose(full_words, words)
-    torch.testing.assert_close(kept_queries, full_queries)
-
-
-def test_query_only_layers_need_one_way_attention():
-    with pytest.raises(ValueError, match="E060"):
-        HeadSettings(update_words=False, one_way=False)

@@ -75,26 +75,15 @@ class OneWayLayer(nn.Module):
     the masked words→queries block is never computed. Query positions enter the queries'
     Q and K as (e + p) / 2 and stay out of V. ``one_way = False`` (the paper's "w/o one-way
     SA" ablation) lets the words attend to the queries too, so queries change the words.
-    ``update_words = False`` runs the query rows only: the words come back as they went in, keys
-    and values to the queries (a DETR decoder layer over its encoder's memory).
     """
 
-    def __init__(
-        self,
-        width: int,
-        n_heads: int,
-        dropout: float,
-        query_interaction: bool,
-        one_way: bool = True,
-        update_words: bool = True,
-    ):
+    def __init__(self, width: int, n_heads: int, dropout: float, query_interaction: bool, one_way: bool = True):
         super().__init__()
         if width % n_heads:
             raise ValueError(Errors.E010.format(width=width, n_heads=n_heads))
         self.n_heads = n_heads
         self.query_interaction = query_interaction
         self.one_way = one_way
-        self.update_words = update_words
         self.q = nn.Linear(width, width)
         self.k = nn.Linear(width, width)
         self.v = nn.Linear(width, width)
@@ -141,16 +130,13 @@ class OneWayLayer(nn.Module):
             v_all = torch.cat([v_w, self._split(self.v(queries))], dim=2)
             # (B, 1, 1, n + M): every query is a key.
             all_keys = torch.cat([key_mask, key_mask.new_ones(key_mask.shape[:-1] + (n_queries,))], dim=-1)
-        if not self.update_words:
-            word_ctx = None
-        elif self.one_way:
-            word_ctx = F.scaled_dot_product_attention(
-                self._split(self.q(words)), k_w, v_w, attn_mask=key_mask, dropout_p=p_drop
-            )
+        if self.one_way:
+            word_keys, word_values, word_key_mask = k_w, v_w, key_mask
         else:
-            word_ctx = F.scaled_dot_product_attention(
-                self._split(self.q(words)), k_all, v_all, attn_mask=all_keys, dropout_p=p_drop
-            )
+            word_keys, word_values, word_key_mask = k_all, v_all, all_keys
+        word_ctx = F.scaled_dot_product_attention(
+            self._split(self.q(words)), word_keys, word_values, attn_mask=word_key_mask, dropout_p=p_drop
+        )
         q_e = self._split(self.q(positioned))
         if self.query_interaction:
             if query_mask is None:
@@ -163,19 +149,13 @@ class OneWayLayer(nn.Module):
         query_ctx = F.scaled_dot_product_attention(
             q_e, query_keys, query_values, attn_mask=query_mask, dropout_p=p_drop
         )
-        if word_ctx is None:
-            return words, self._position_wise(queries, self._merge(query_ctx))
         # Position-wise parts run once over both streams (same weights).
         hidden = torch.cat([words, queries], dim=1)
         ctx = torch.cat([self._merge(word_ctx), self._merge(query_ctx)], dim=1)
-        hidden = self._position_wise(hidden, ctx)
-        return hidden[:, :n_words], hidden[:, n_words:]
-
-    def _position_wise(self, hidden: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
-        """Attention output, residual and norm, then the feed-forward block."""
         hidden = self.attn_norm(hidden + self.dropout(self.out(ctx)))
         ffn = self.ffn_out(self.dropout(F.gelu(self.ffn_in(hidden))))
-        return self.ffn_norm(hidden + self.dropout(ffn))
+        hidden = self.ffn_norm(hidden + self.dropout(ffn))
+        return hidden[:, :n_words], hidden[:, n_words:]
 
 
 def anchor_prior(word_mask: torch.Tensor, n_queries: int, strength: float) -> torch.Tensor:
@@ -305,8 +285,7 @@ class PIQNHead(nn.Module):
         # Query states handed over by a query-carrying encoder replace the learned content.
         self.query_in = nn.Linear(query_in, s.width) if query_in else None
         self.layers = nn.ModuleList(
-            OneWayLayer(s.width, s.n_heads, s.dropout, s.query_interaction, s.one_way, s.update_words)
-            for _ in range(s.n_layers)
+            OneWayLayer(s.width, s.n_heads, s.dropout, s.query_interaction, s.one_way) for _ in range(s.n_layers)
         )
         self.anchor_strength = s.anchor_strength
         self.left = EntityPointer(s.width, s.pointer_width or s.width, s.pointer_fusion)
