@@ -9,11 +9,9 @@ corpus once per component that initializes from it, the dev corpus at every eval
 """
 
 import random
-from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterator, List, Union
 
-from spacy.attrs import NORM
 from spacy.language import Language
 from spacy.tokens import Doc
 from spacy.training import Corpus, Example
@@ -29,7 +27,6 @@ def create_gold_token_corpus(
     shuffle: bool = False,
     sent_starts: bool = False,
     cache: bool = True,
-    rare_word_noise: float = 0.0,
 ) -> Callable[[Language], Iterator[Example]]:
     """Examples from a DocBin (file or directory).
 
@@ -46,18 +43,9 @@ def create_gold_token_corpus(
     cache (bool): keep the reference docs after the first complete read and hand them out again (each time with
         fresh predicted docs) to every later read with the same vocab; False reads the files every time, as
         ``spacy.Corpus.v1`` does, for a corpus too large for memory (e.g. streamed with ``max_epochs = -1``).
-    rare_word_noise (float): the probability with which a word seen once in the corpus gets a random NORM in the
-        predicted doc (training only): its hash embedding becomes a mixture of other words' rows, as an unseen
-        word's is at prediction, so that the model learns to find such words from their context, affixes and shape
-        (after Lample et al., 2016, who replace singletons by an unknown word). Needs ``cache``.
     """
-    if not 0.0 <= rare_word_noise <= 1.0:
-        raise ValueError(f"spacy-piqn.Corpus.v1: rare_word_noise must be within [0, 1], got {rare_word_noise}")
-    if rare_word_noise and not cache:
-        raise ValueError("spacy-piqn.Corpus.v1: rare_word_noise counts the corpus's words and needs cache = true")
     corpus = Corpus(path, limit=limit, gold_preproc=False, max_length=0)
     cached: List = []  # [vocab, docs] after a complete read
-    singletons: List = []  # [vocab, set of NORM ids seen once]
 
     def references(nlp: Language) -> Iterator[Doc]:
         if cached and cached[0] is nlp.vocab:
@@ -71,23 +59,7 @@ def create_gold_token_corpus(
         if cache:
             cached[:] = [nlp.vocab, docs]
 
-    def rare_norms(nlp: Language) -> set:
-        if not (singletons and singletons[0] is nlp.vocab):
-            counts = Counter(token.norm for doc in references(nlp) for token in doc)
-            singletons[:] = [nlp.vocab, {norm for norm, n in counts.items() if n == 1}]
-        return singletons[1]
-
-    def add_noise(doc: Doc, rare: set) -> Doc:
-        # from_array writes the hashes without adding strings to the vocab (Token.norm_ would keep each one)
-        norms = doc.to_array([NORM])
-        noisy = [i for i, norm in enumerate(norms.tolist()) if norm in rare and random.random() < rare_word_noise]
-        if noisy:
-            norms[noisy] = [random.getrandbits(64) for _ in noisy]
-            doc.from_array([NORM], norms)
-        return doc
-
     def read(nlp: Language) -> Iterator[Example]:
-        rare = rare_norms(nlp) if rare_word_noise else set()
         refs: Iterator[Doc] = references(nlp)
         if shuffle:
             refs = list(refs)  # type: ignore[assignment]
@@ -99,14 +71,13 @@ def create_gold_token_corpus(
                 starts = (
                     [bool(t.is_sent_start) for t in ref] if sent_starts and ref.has_annotation("SENT_START") else None
                 )
-                doc = Doc(nlp.vocab, words=words, spaces=spaces, sent_starts=starts)
-                yield Example(add_noise(doc, rare) if rare else doc, ref)
+                yield Example(Doc(nlp.vocab, words=words, spaces=spaces, sent_starts=starts), ref)
             else:
                 doc = nlp.make_doc(ref.text)
                 if sent_starts and ref.has_annotation("SENT_START"):
                     starts_at = {t.idx for t in ref if t.is_sent_start}
                     for token in doc:
                         token.is_sent_start = token.idx in starts_at
-                yield Example(add_noise(doc, rare) if rare else doc, ref)
+                yield Example(doc, ref)
 
     return read

@@ -98,34 +98,3 @@ def test_training_reads_the_same_with_and_without_the_cache(tmp_path):
     weights, scores = _trained(tmp_path, True)
     assert scores["piqn_loss"] > 0 and scores["sents_f"] > 0
     assert (weights, scores) == _trained(tmp_path, False)
-
-
-def _norms(doc):
-    return [t.norm for t in doc]
-
-
-def test_rare_word_noise_gives_words_seen_once_random_norms(tmp_path):
-    """Only the predicted docs of words seen once change, without new strings in the vocab; p = 0 changes nothing."""
-    nlp = spacy.blank("de")
-    words = [["der", "Hund", "bellt"], ["der", "Hund", "schläft", "fest"]]
-    path = tmp_path / "n.spacy"
-    DocBin(docs=[spacy.tokens.Doc(nlp.vocab, words=w) for w in words]).to_disk(path)
-    n_strings = len(nlp.vocab.strings)
-    random.seed(0)
-    noisy = list(create_gold_token_corpus(path, rare_word_noise=1.0)(nlp))
-    plain = list(create_gold_token_corpus(path)(nlp))
-    for eg, clean in zip(noisy, plain):
-        assert _norms(eg.reference) == _norms(clean.predicted)
-        for token, reference in zip(eg.predicted, clean.predicted):
-            once = reference.text not in {"der", "Hund"}
-            assert (token.norm != reference.norm) == once, token.text
-    assert len({eg.predicted[2].norm for eg in noisy}) == 2 and len(nlp.vocab.strings) == n_strings
-    assert [_norms(eg.predicted) for eg in create_gold_token_corpus(path, rare_word_noise=0.0)(nlp)] == [
-        _norms(eg.predicted) for eg in plain
-    ]
-
-
-@pytest.mark.parametrize("settings", [{"rare_word_noise": 1.5}, {"rare_word_noise": 0.5, "cache": False}])
-def test_rare_word_noise_rejects_what_it_cannot_do(docbin, settings):
-    with pytest.raises(ValueError, match="rare_word_noise"):
-        create_gold_token_corpus(docbin, **settings)
