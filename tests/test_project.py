@@ -147,6 +147,7 @@ def test_project_file_is_consistent(tmp_path):
                 "piqn.model.windows.predict_size": 128,
                 "piqn.model.windows.context": 0,
                 "tok2vec.model.embed.rows": [10000, 2000, 5000, 5000],
+                "training.optimizer.L2": 0.2,
             },
         ),
     ],
@@ -182,7 +183,7 @@ def test_dataset_workflows_train_their_measured_recipe(tmp_path, workflow, lang,
     assert package_output.startswith(f"packages/{lang}_piqn_{workflow}-")
     trained = nlp.config["components"]
     for dotted, value in expected.items():
-        section = trained
+        section = nlp.config if dotted.startswith("training.") else trained
         for key in dotted.split("."):
             section = section[key]
         assert section == value, dotted
