@@ -39,7 +39,6 @@ class HeadSettings:
     common_embedding: bool = True
     max_padded_words: int = 1024
     word_tagger: bool = False
-    span_mean: bool = False
 
     def __post_init__(self) -> None:
         if self.pointer not in POINTERS:

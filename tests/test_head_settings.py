@@ -16,7 +16,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from spacy_piqn.layers.torch_head import head_settings
 from spacy_piqn.settings import HeadSettings
 from spacy_piqn.torch_modules.common import unpacked_bilstm
-from spacy_piqn.torch_modules.head import OneWayLayer, PIQNHead, anchor_prior, span_weights
+from spacy_piqn.torch_modules.head import OneWayLayer, PIQNHead, anchor_prior
 
 from .conftest import NESTED_DATA, REPO, SHARED_DATA, TINY_PIQN, make_examples
 
@@ -313,40 +313,3 @@ def test_load_time_config_cannot_change_what_the_model_learned(trained_tiny, tmp
     key = next(iter(override))
     with pytest.raises(ValueError, match=f"E051.*{key}"):
         spacy.load(tmp_path / "p", config={"components": {"piqn": {"model": {"head": override}}}})
-
-
-def test_span_weights_of_sure_boundaries_mark_exactly_the_span():
-    left = torch.nn.functional.one_hot(torch.tensor([[1, 0]]), 5).float()
-    right = torch.nn.functional.one_hot(torch.tensor([[3, 0]]), 5).float()
-    weights = span_weights(left, right)
-    assert weights.tolist() == [[[0.0, 1.0, 1.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0, 0.0]]]
-    # Unsure boundaries: a word between both candidates is surely inside, the others by chance.
-    left = torch.tensor([[[0.5, 0.5, 0.0, 0.0]]])
-    right = torch.tensor([[[0.0, 0.0, 0.5, 0.5]]])
-    assert span_weights(left, right).tolist() == [[[0.5, 1.0, 1.0, 0.5]]]
-
-
-@pytest.mark.parametrize("pointer", ["softmax", "sigmoid"])
-def test_span_mean_classifier_types_from_the_words_inside_the_span(pointer):
-    """span_mean gives the classifier a fourth input, the mean of the span's words: read alone, it
-    changes with a word inside the span and not with one outside it."""
-    torch.manual_seed(0)
-    settings = HeadSettings(width=16, n_queries=2, n_heads=2, pointer=pointer, span_mean=True)
-    classifier = PIQNHead(8, 3, settings).eval().classifier
-    assert classifier.out.in_features == 4 * 16
-    classifier.out.weight.data[:, : 3 * 16] = 0.0
-    words, queries = torch.randn(1, 6, 16), torch.randn(1, 2, 16)
-    mask = torch.ones(1, 6, dtype=torch.bool)
-    # Both queries point surely at words 1-3.
-    left, right = torch.full((1, 2, 6), -1e4), torch.full((1, 2, 6), -1e4)
-    left[..., 1] = right[..., 3] = 1e4
-
-    def classes(words):
-        with torch.no_grad():
-            return classifier(words, queries, mask, left, right)
-
-    outside, inside = words.clone(), words.clone()
-    outside[0, 4] += 1.0
-    inside[0, 2] += 1.0  # neither boundary
-    torch.testing.assert_close(classes(outside), classes(words))
-    assert not torch.allclose(classes(inside), classes(words))

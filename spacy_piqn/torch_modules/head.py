@@ -220,37 +220,17 @@ class EntityPointer(nn.Module):
         return logits.masked_fill(~word_mask[:, None, :], PAD_LOGIT)
 
 
-def span_weights(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
-    """P(left ≤ i ≤ right) of every word i (B, M, n) for independent boundary distributions
-    (B, M, n) of each query: how surely the word lies inside the query's entity."""
-    started = left.cumsum(-1)
-    not_ended = right.flip(-1).cumsum(-1).flip(-1)
-    return started * not_ended
-
-
 class EntityClassifier(nn.Module):
     """Types each query's entity from the query, a query→word cross-attention and the
-    boundary-weighted sums of the words (index 0 is the "None" class); with ``span_mean`` also
-    from the mean of the words inside the span, weighted by ``span_weights``, as spancat types a
-    span from all its words."""
+    boundary-weighted sums of the words (index 0 is the "None" class)."""
 
-    def __init__(
-        self,
-        width: int,
-        n_heads: int,
-        n_classes: int,
-        dropout: float,
-        cls_dropout: float,
-        pointer: str,
-        span_mean: bool = False,
-    ):
+    def __init__(self, width: int, n_heads: int, n_classes: int, dropout: float, cls_dropout: float, pointer: str):
         super().__init__()
         self.pointer = pointer
-        self.span_mean = span_mean
         self.query_proj = nn.Linear(width, width)
         self.cross = nn.MultiheadAttention(width, n_heads, dropout=dropout, batch_first=True)
         self.dropout = nn.Dropout(cls_dropout)
-        self.out = nn.Linear((4 if span_mean else 3) * width, n_classes)
+        self.out = nn.Linear(3 * width, n_classes)
 
     def forward(
         self,
@@ -263,16 +243,9 @@ class EntityClassifier(nn.Module):
         q = self.query_proj(F.relu(queries))
         attended, _ = self.cross(q, words, words, key_padding_mask=~word_mask, need_weights=False)
         q = q + attended
-        left_probs = boundary_probs(left_logits, self.pointer)
-        right_probs = boundary_probs(right_logits, self.pointer)
-        parts = [q, left_probs @ words, right_probs @ words]
-        if self.span_mean:
-            if self.pointer == "sigmoid":
-                left_probs = left_probs / left_probs.sum(-1, keepdim=True).clamp(min=1e-6)
-                right_probs = right_probs / right_probs.sum(-1, keepdim=True).clamp(min=1e-6)
-            weights = span_weights(left_probs, right_probs)
-            parts.append(weights @ words / weights.sum(-1, keepdim=True).clamp(min=1e-6))
-        return self.out(F.relu(self.dropout(torch.cat(parts, dim=-1))))
+        left = boundary_probs(left_logits, self.pointer) @ words
+        right = boundary_probs(right_logits, self.pointer) @ words
+        return self.out(F.relu(self.dropout(torch.cat([q, left, right], dim=-1))))
 
 
 class PIQNHead(nn.Module):
@@ -317,9 +290,7 @@ class PIQNHead(nn.Module):
         self.anchor_strength = s.anchor_strength
         self.left = EntityPointer(s.width, s.pointer_width or s.width, s.pointer_fusion)
         self.right = EntityPointer(s.width, s.pointer_width or s.width, s.pointer_fusion)
-        self.classifier = EntityClassifier(
-            s.width, s.n_heads, n_classes, s.dropout, s.classifier_dropout, s.pointer, s.span_mean
-        )
+        self.classifier = EntityClassifier(s.width, s.n_heads, n_classes, s.dropout, s.classifier_dropout, s.pointer)
         self.tagger = nn.Linear(s.width, n_classes - 1) if s.word_tagger else None
         for module in self.modules():
             if not isinstance(module, (nn.LSTM, nn.MultiheadAttention)):
