@@ -454,7 +454,6 @@ THRESHOLD_RANGES = {
     "boundary_threshold": (0.0, 0.95),
     "merge_keep_ratio": (0.0, 1.5),
     "tagger_boundary_weight": (0.0, 4.0),
-    "verifier_weight": (0.0, 3.0),
 }
 THRESHOLD_KEYS = tuple(THRESHOLD_RANGES)
 

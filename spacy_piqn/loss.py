@@ -169,24 +169,6 @@ def loss_tags(tags: torch.Tensor, gold: List[np.ndarray], word_mask: torch.Tenso
     return (bce * word_mask).sum() / word_mask.sum().clamp(min=1)
 
 
-def loss_verifier(verified: torch.Tensor, left: torch.Tensor, right: torch.Tensor, gold: List[np.ndarray]) -> torch.Tensor:
-    """Cross-entropy of the span verifier's logits (B, M, C) for each query's argmax span (left/right
-    (B, M, n) logits of the last layer): its gold label where a gold entity has exactly those
-    boundaries, else "None"; the two groups weigh the same in total, as in ``loss_classes``."""
-    lefts, rights = left.argmax(-1).cpu().numpy(), right.argmax(-1).cpu().numpy()
-    target = np.zeros(lefts.shape, dtype=np.int64)
-    for b, window_gold in enumerate(gold):
-        if len(window_gold):
-            exact = (lefts[b][:, None] == window_gold[:, 1]) & (rights[b][:, None] == window_gold[:, 2])
-            hit = exact.any(1)
-            target[b, hit] = window_gold[exact[hit].argmax(1), 0]
-    target_t = torch.as_tensor(target.reshape(-1), device=verified.device)
-    row_loss = F.cross_entropy(verified.reshape(-1, verified.shape[-1]).float(), target_t, reduction="none")
-    row_weight = torch.ones_like(row_loss)
-    row_weight[target_t == 0] = none_class_weight(int((target_t > 0).sum()), len(target_t))
-    return (row_weight * row_loss).sum() / row_weight.sum()
-
-
 def piqn_loss(
     left: torch.Tensor,
     right: torch.Tensor,
@@ -197,7 +179,6 @@ def piqn_loss(
     pointer: str = "softmax",
     ordered: bool = False,
     tags: Optional[torch.Tensor] = None,
-    verifier: bool = False,
 ) -> torch.Tensor:
     """Sum over layers of w_c · class CE + w_b · boundary loss, plus w_t · the word tagger's loss
     when ``tags`` (its logits (1, B, n, labels)) are given.
@@ -215,11 +196,6 @@ def piqn_loss(
     elif ordered:
         static = static_match(gold, weights.n_slots, n_queries)
     total = left.new_zeros(())
-    if verifier:
-        n_classes = classes.shape[-1] // 2
-        verified = classes[-1, ..., n_classes:]
-        classes = classes[..., :n_classes]
-        total = total + weights.loss_verifier_weight * loss_verifier(verified, left[-1].detach(), right[-1].detach(), gold)
     if tags is not None:
         total = total + weights.loss_tag_weight * loss_tags(tags[0], gold, word_mask)
     for layer in range(n_layers):
@@ -238,18 +214,13 @@ def piqn_loss(
 
 
 def loss_and_gradient(
-    scores: Any,
-    gold: List[np.ndarray],
-    weights: LossSettings,
-    pointer: str,
-    ordered: bool = False,
-    verifier: bool = False,
+    scores: Any, gold: List[np.ndarray], weights: LossSettings, pointer: str, ordered: bool = False
 ) -> Tuple[float, Tuple[Any, ...]]:
     """The loss of a ``PIQNOutput``'s logits and its gradient (left, right, classes and any tags) as
     arrays of the same shapes; pointer logits get zeros where nothing reached them (an entity-free batch)."""
     leaves = [xp2torch(a, requires_grad=True) for a in scores.logits()]
     tags = leaves[3] if len(leaves) > 3 else None
-    loss = piqn_loss(*leaves[:3], scores.lengths, gold, weights, pointer, ordered, tags, verifier)
+    loss = piqn_loss(*leaves[:3], scores.lengths, gold, weights, pointer, ordered, tags)
     loss.backward()
     grads = tuple(torch2xp(t.grad if t.grad is not None else torch.zeros_like(t)) for t in leaves)
     return float(loss.detach()), grads

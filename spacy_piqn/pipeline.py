@@ -110,8 +110,6 @@ def make_piqn(
     merge_nested_duplicates: bool = DD.merge_nested_duplicates,
     merge_keep_ratio: float = DD.merge_keep_ratio,
     tagger_boundary_weight: float = DD.tagger_boundary_weight,
-    loss_verifier_weight: float = DL.loss_verifier_weight,
-    verifier_weight: float = DD.verifier_weight,
 ) -> "PIQN":
     """Create a PIQN entity recognizer.
 
@@ -144,9 +142,6 @@ def make_piqn(
         are the pair among its pointers' best three that scores highest in log P_left + log P_right
         + this weight × the tagger's agreement with the query's type (its mean log probability
         inside the span, log (1 - p) just outside either end); 0: the pointers' argmax.
-    loss_verifier_weight (float): weight of the span verifier's loss (a head with ``span_verifier = true``).
-    verifier_weight (float): with a span verifier, each query's class distribution is the
-        classifier's times the verifier's to this power, renormalized; 0: the classifier alone.
     set_ents (bool): also write a non-overlapping selection (best score first) to ``doc.ents``,
         replacing what was there.
     scorer (Optional[Callable]): defaults to ``spacy-piqn.piqn_scorer.v1``.
@@ -277,12 +272,7 @@ class PIQN(TrainablePipe):
         if scores.classes is None:  # no windows in the batch
             return (np.zeros((0, 0, 0), dtype=np.float32),) * 3
         to_numpy = self.model.ops.to_numpy
-        classes = to_numpy(scores.classes[-1])
-        if head_settings(self._head).span_verifier:
-            classes, verified = np.split(classes, 2, axis=-1)
-            classes = classes * verified ** self.cfg["verifier_weight"]
-            classes = classes / np.maximum(classes.sum(-1, keepdims=True), 1e-12)
-        return classes, to_numpy(scores.left[-1]), to_numpy(scores.right[-1])
+        return to_numpy(scores.classes[-1]), to_numpy(scores.left[-1]), to_numpy(scores.right[-1])
 
     def tag_probabilities(self, scores: PIQNOutput) -> Optional[np.ndarray]:
         """A word tagger's probabilities (B, n, labels); None for a head without one."""
@@ -328,7 +318,7 @@ class PIQN(TrainablePipe):
         report.log(settings.n_queries)
         ordered = self.n_updates < self.cfg["ordered_warmup_updates"]
         weights = LossSettings.from_cfg(self.cfg)
-        loss, grads = loss_and_gradient(scores, gold, weights, settings.pointer, ordered, settings.span_verifier)
+        loss, grads = loss_and_gradient(scores, gold, weights, settings.pointer, ordered)
         return loss, PIQNOutput(scores.windows, *grads)
 
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "PIQN":

@@ -39,7 +39,6 @@ class HeadSettings:
     common_embedding: bool = True
     max_padded_words: int = 1024
     word_tagger: bool = False
-    span_verifier: bool = False
 
     def __post_init__(self) -> None:
         if self.pointer not in POINTERS:
@@ -97,8 +96,6 @@ class LossSettings:
     # Weight of the word tagger's loss (a head built with word_tagger = true): every word learns
     # which labels' entities cover it, so every word of the window is a typed example.
     loss_tag_weight: float = 1.0
-    # Weight of the span verifier's loss (a head built with span_verifier = true).
-    loss_verifier_weight: float = 4.0
 
     def __post_init__(self) -> None:
         if self.n_slots < 1:
@@ -134,9 +131,6 @@ class DecodingSettings:
     # With a word tagger (head word_tagger = true): weight of its agreement when each query's
     # boundaries are chosen among its pointers' best three (decoding.tagged_boundaries); 0: argmax.
     tagger_boundary_weight: float = 1.0
-    # With a span verifier (head span_verifier = true): each query's class distribution is its
-    # classifier's times the verifier's to this power, renormalized; 0: the classifier alone.
-    verifier_weight: float = 1.0
     set_ents: bool = False
 
     def __post_init__(self) -> None:
@@ -144,7 +138,7 @@ class DecodingSettings:
         for name in ("class_threshold", "boundary_threshold"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(Errors.E053.format(name=name, value=getattr(self, name)))
-        for name in ("merge_keep_ratio", "tagger_boundary_weight", "verifier_weight"):
+        for name in ("merge_keep_ratio", "tagger_boundary_weight"):
             if getattr(self, name) < 0:
                 raise ValueError(Errors.E052.format(name=name, value=getattr(self, name)))
 

@@ -313,32 +313,3 @@ def test_load_time_config_cannot_change_what_the_model_learned(trained_tiny, tmp
     key = next(iter(override))
     with pytest.raises(ValueError, match=f"E051.*{key}"):
         spacy.load(tmp_path / "p", config={"components": {"piqn": {"model": {"head": override}}}})
-
-
-def test_span_verifier_pipe_memorises_twelve_nested_genia_sentences_and_round_trips(tmp_path):
-    """A head with the span verifier trains (its logits ride in the class tensor's second half),
-    decodes through it and saves and loads with the same predictions."""
-    if not (SHARED_DATA / "genia").exists():
-        pytest.skip("needs ../shared/data/genia")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        fix_random_seed(0)
-        nlp = spacy.blank("en")
-        nlp.add_pipe("piqn", config={"model": {"head": {"span_verifier": True}}})
-        examples = []
-        for row in _genia_nested_sentences(12):
-            ref = Doc(nlp.vocab, words=row["tokens"])
-            ref.spans["sc"] = [Span(ref, e["start"], e["end"], label=e["label"]) for e in row["entities"]]
-            examples.append(Example(Doc(nlp.vocab, words=row["tokens"]), ref))
-        optimizer = nlp.initialize(lambda: examples)
-        for _ in range(60):
-            nlp.update(examples, sgd=optimizer)
-        assert nlp.evaluate(examples)["spans_sc_f"] >= 0.95
-        nlp.to_disk(tmp_path / "nlp")
-        loaded = spacy.load(tmp_path / "nlp")
-        texts = [eg.reference.text for eg in examples]
-        spans = lambda pipeline: [[(s.start, s.end, s.label_) for s in d.spans["sc"]] for d in pipeline.pipe(texts)]
-        assert spans(loaded) == spans(nlp)
-    finally:
-        torch.set_num_threads(threads)

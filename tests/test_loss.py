@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from spacy_piqn.loss import loss_boundaries, loss_classes, loss_verifier, match, none_class_weight, piqn_loss, span_iou
+from spacy_piqn.loss import loss_boundaries, loss_classes, match, none_class_weight, piqn_loss, span_iou
 from spacy_piqn.settings import HeadSettings, LossSettings
 from spacy_piqn.targets import gold_spans, window_targets
 from spacy_piqn.torch_modules.head import OneWayLayer, PIQNHead
@@ -265,22 +265,3 @@ def test_word_tagger_loss_targets_every_label_covering_a_word_and_skips_padding(
     # At logits 0 each real word's summed BCE is 3·ln 2; the mean over 10 real words, weighted 2.
     without = piqn_loss(left, right, classes, [6, 4], gold, LossSettings(n_slots=3))
     assert float(loss - without) == pytest.approx(2.0 * 3 * np.log(2.0), abs=1e-5)
-
-
-def test_span_verifier_learns_each_querys_exact_span_label_or_none():
-    """Targets: a gold label only where a query's argmax span has exactly that entity's
-    boundaries; a span one word short or long is "None"."""
-    spans = [(0, 1), (2, 2), (3, 4)]
-    left = torch.full((1, 3, 5), -10.0)
-    right = torch.full((1, 3, 5), -10.0)
-    for q, (a, b) in enumerate(spans):
-        left[0, q, a] = right[0, q, b] = 10.0
-    gold = [np.array([[2, 0, 1], [1, 3, 3]])]
-    right_targets = torch.full((1, 3, 3), -20.0)
-    for q, label in enumerate([2, 0, 0]):
-        right_targets[0, q, label] = 20.0
-    assert float(loss_verifier(right_targets, left, right, gold)) < 1e-6
-    wrong = right_targets.roll(1, dims=-1)
-    assert float(loss_verifier(wrong, left, right, gold)) > 10.0
-    # An entity-free window: every query learns "None", without NaN.
-    assert torch.isfinite(loss_verifier(right_targets, left, right, [np.zeros((0, 3), dtype=np.int64)]))

@@ -381,9 +381,9 @@ def test_ordered_warmup_trains_then_hands_over_to_matching(monkeypatch):
     ordered = []
     loss_and_gradient = spacy_piqn.loss.loss_and_gradient
 
-    def recording(scores, gold, weights, pointer, is_ordered=False, verifier=False):
+    def recording(scores, gold, weights, pointer, is_ordered=False):
         ordered.append(is_ordered)
-        return loss_and_gradient(scores, gold, weights, pointer, is_ordered, verifier)
+        return loss_and_gradient(scores, gold, weights, pointer, is_ordered)
 
     monkeypatch.setattr(spacy_piqn.loss, "loss_and_gradient", recording)
     nlp, examples = train_tiny(config={**TINY_PIQN, "ordered_warmup_updates": 20})

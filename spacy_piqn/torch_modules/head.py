@@ -248,31 +248,6 @@ class EntityClassifier(nn.Module):
         return self.out(F.relu(self.dropout(torch.cat([q, left, right], dim=-1))))
 
 
-class SpanVerifier(nn.Module):
-    """Types each query's argmax span from its words alone (first, last and mean word), as spancat
-    types a span: trained on every query's exact span (its gold label where a gold entity has
-    those boundaries, else "None"), so the spans PIQN gets wrong are its negatives."""
-
-    def __init__(self, width: int, n_classes: int, dropout: float):
-        super().__init__()
-        self.hidden = nn.Linear(3 * width, width)
-        self.dropout = nn.Dropout(dropout)
-        self.out = nn.Linear(width, n_classes)
-
-    def forward(self, words: torch.Tensor, lefts: torch.Tensor, rights: torch.Tensor) -> torch.Tensor:
-        """words (B, n, width), lefts/rights (B, M) word indices → logits (B, M, C)."""
-        lo, hi = torch.minimum(lefts, rights), torch.maximum(lefts, rights)
-        width = words.shape[-1]
-        sums = F.pad(words.cumsum(1), (0, 0, 1, 0))  # (B, n + 1, width)
-
-        def at(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-            return table.gather(1, index[..., None].expand(-1, -1, width))
-
-        mean = (at(sums, hi + 1) - at(sums, lo)) / (hi - lo + 1)[..., None].to(words.dtype)
-        features = torch.cat([at(words, lo), at(words, hi), mean], dim=-1)
-        return self.out(self.dropout(F.relu(self.hidden(features))))
-
-
 class PIQNHead(nn.Module):
     """BiLSTM → L one-way query layers → (pointer, classifier) per layer.
 
@@ -317,7 +292,6 @@ class PIQNHead(nn.Module):
         self.right = EntityPointer(s.width, s.pointer_width or s.width, s.pointer_fusion)
         self.classifier = EntityClassifier(s.width, s.n_heads, n_classes, s.dropout, s.classifier_dropout, s.pointer)
         self.tagger = nn.Linear(s.width, n_classes - 1) if s.word_tagger else None
-        self.verifier = SpanVerifier(s.width, n_classes, s.classifier_dropout) if s.span_verifier else None
         for module in self.modules():
             if not isinstance(module, (nn.LSTM, nn.MultiheadAttention)):
                 init_weights(module)
@@ -403,17 +377,9 @@ class PIQNHead(nn.Module):
         left, right, logits = torch.stack(lefts), torch.stack(rights), torch.stack(classes)
         # ``targets``: the last layer's words to predict on.
         tags = () if self.tagger is None else (self.tagger(targets).unsqueeze(0),)
-        if self.verifier is not None:
-            # The verifier's logits ride in the class tensor's second half (last layer; zeros before it).
-            verified = self.verifier(targets, left[-1].argmax(-1), right[-1].argmax(-1))
-            halves = torch.zeros_like(logits)
-            halves[-1] = verified
-            logits = torch.cat([logits, halves], dim=-1)
         if all_layers:
             return (left, right, logits, *tags)
-        n_classes = self.classifier.out.out_features
-        class_probs = torch.cat([torch.softmax(part, -1) for part in logits.split(n_classes, -1)], -1)
-        probs = boundary_probs(left, self.pointer), boundary_probs(right, self.pointer), class_probs
+        probs = boundary_probs(left, self.pointer), boundary_probs(right, self.pointer), torch.softmax(logits, -1)
         # Decoding reads the tagger's probabilities to check each query's boundaries.
         return (*probs, *(torch.sigmoid(t) for t in tags))
 
