@@ -43,7 +43,6 @@ def build_piqn_head(
     lr_scale: float = 1.0,
     one_way: bool = D.one_way,
     word_tagger: bool = D.word_tagger,
-    classifier: str = D.classifier,
 ) -> Model:
     """PIQN's word-level part: BiLSTM, L one-way query layers, entity pointer and classifier.
     Its PyTorch module is built at initialize, once the encoder's width and the labels are known.
@@ -78,10 +77,6 @@ def build_piqn_head(
         cover it (a linear layer on the last word-level layer, binary cross-entropy weighted by the
         component's loss_tag_weight): a dense typed signal for every word, which matching alone
         gives only to the words the queries point at. Prediction never runs it.
-    classifier (str): "softmax": one distribution over "None" and the labels; "gated": an entity
-        gate (a sigmoid on the "None" logit's place) times a distribution over the labels alone,
-        trained by binary cross-entropy on every query and the type's cross-entropy on the matched
-        ones, so that the types are told apart without "None" in the way.
     max_padded_words (int): the head runs a batch's windows in groups of similar length, each
         padded to at most this many words (a longer window runs alone), instead of padding every
         window to the batch's longest; 0: one group. Outputs do not change (up to float rounding);
@@ -112,7 +107,6 @@ def build_piqn_head(
         common_embedding=common_embedding,
         max_padded_words=max_padded_words,
         word_tagger=word_tagger,
-        classifier=classifier,
     )
     return build_torch_head(settings, mixed_precision=mixed_precision, lr_scale=lr_scale)
 

@@ -167,7 +167,6 @@ class Errors:
     )
     E058 = "[E058] piqn_senter needs lr_scale > 0 (a multiple of the pipeline's learning rate), got {value}."
     E059 = "[E059] QueryTransformer pooling must be one of {options}, got {pooling!r}."
-    E060 = "[E060] classifier must be one of {options}, got {value!r}."
 
     # -----------------------------------------------------------------------------------------------------
     # E100-E199: convert.py. The reasons of invalid records (E101-E122, E131-E134) become ConversionError's

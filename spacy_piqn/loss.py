@@ -17,7 +17,7 @@ from thinc.api import torch2xp, xp2torch
 
 from .assignment import assign_queries, fixed_assignment, ordered_assignment
 from .settings import LossSettings
-from .torch_modules.head import boundary_loss, boundary_probs, class_probs
+from .torch_modules.head import boundary_loss, boundary_probs
 
 # Per window: (query indices, indices into its gold array), one pair per matched query.
 Indices = List[Tuple[np.ndarray, np.ndarray]]
@@ -40,7 +40,6 @@ def match(
     gold: List[np.ndarray],
     weights: LossSettings,
     pointer: str,
-    classifier: str = "softmax",
 ) -> Indices:
     """Hungarian one-to-many assignment of one layer's queries to each window's gold slots, on
     the cost −(w_c·P_type + w_b·(P_left + P_right)) of that layer's own predictions.
@@ -48,7 +47,7 @@ def match(
     left/right (B, M, n) and classes (B, M, C) are logits; gold[b] an int array (G_b, 3) of
     (class id >= 1, left, right) with inclusive word indices."""
     with torch.no_grad():
-        p_class = class_probs(classes.float(), classifier).cpu().numpy()
+        p_class = torch.softmax(classes.float(), -1).cpu().numpy()
         p_left = boundary_probs(left.float(), pointer).cpu().numpy()
         p_right = boundary_probs(right.float(), pointer).cpu().numpy()
     return [
@@ -89,7 +88,6 @@ def loss_classes(
     gold: List[np.ndarray],
     label_smoothing: float = 0.0,
     keep: Optional[torch.Tensor] = None,
-    classifier: str = "softmax",
 ) -> torch.Tensor:
     """Weighted mean cross-entropy of every query's class (B, M, C logits): matched queries
     target their gold type, the others "None" (class 0), weighted by ``none_class_weight``;
@@ -99,53 +97,25 @@ def loss_classes(
     The weight is a query's (its row's), not a class's inside the smoothed target: torch's
     ``weight`` with ``label_smoothing`` weighs each class's share of every target, which trains a
     None query towards P(None) = w·(1−ε+ε/C) / (w·(1−ε+ε/C) + (C−1)·ε/C), 0.64 at w = 0.41,
-    ε = 0.2, C = 13, and lower in batches with fewer entities.
-
-    "gated" classifier (logit 0 the entity gate): the gate's binary cross-entropy against 1 (or
-    ``keep``) for matched queries and 0 for the others, plus the cross-entropy of the matched
-    queries' types over the labels alone; ``label_smoothing`` moves ε/2 of the gate's target
-    towards the other side and smooths the types as torch does."""
+    ε = 0.2, C = 13, and lower in batches with fewer entities."""
     batch, n_queries, n_classes = classes.shape
     b_idx, q_idx, target = _flat(indices, gold, classes.device)
     class_target = torch.zeros((batch, n_queries), dtype=torch.long, device=classes.device)
     class_target[b_idx, q_idx] = target[:, 0]
     class_target = class_target.reshape(-1)
-    rows = b_idx * n_queries + q_idx
-    flat = classes.reshape(-1, n_classes).float()
-    if classifier == "gated":
-        row_loss = gated_class_loss(flat, class_target, rows, keep, label_smoothing)
-    else:
-        # Class indices, or with ``keep`` distributions (torch smooths either the same way).
-        goal: torch.Tensor = class_target
-        if keep is not None:
-            goal = F.one_hot(class_target, n_classes).float()
-            goal[rows, target[:, 0]] = keep
-            goal[rows, 0] = 1.0 - keep
-        row_loss = F.cross_entropy(flat, goal, reduction="none", label_smoothing=label_smoothing)
+    # Class indices, or with ``keep`` distributions (torch smooths either the same way).
+    goal: torch.Tensor = class_target
+    if keep is not None:
+        goal = F.one_hot(class_target, n_classes).float()
+        rows = b_idx * n_queries + q_idx
+        goal[rows, target[:, 0]] = keep
+        goal[rows, 0] = 1.0 - keep
+    row_loss = F.cross_entropy(
+        classes.reshape(-1, n_classes).float(), goal, reduction="none", label_smoothing=label_smoothing
+    )
     row_weight = torch.ones_like(row_loss)
     row_weight[class_target == 0] = none_class_weight(len(b_idx), batch * n_queries)
     return (row_weight * row_loss).sum() / row_weight.sum()
-
-
-def gated_class_loss(
-    flat: torch.Tensor,
-    class_target: torch.Tensor,
-    rows: torch.Tensor,
-    keep: Optional[torch.Tensor],
-    label_smoothing: float,
-) -> torch.Tensor:
-    """Per query (rows of ``flat``, (B·M, C) logits): the entity gate's binary cross-entropy plus,
-    for matched queries, their type's cross-entropy over the labels (``loss_classes``)."""
-    is_entity = class_target != 0
-    gate_target = is_entity.float()
-    if keep is not None:
-        gate_target[rows] = keep
-    gate_target = gate_target * (1.0 - label_smoothing) + label_smoothing / 2
-    gate = F.binary_cross_entropy_with_logits(flat[:, 0], gate_target, reduction="none")
-    types = F.cross_entropy(
-        flat[:, 1:], (class_target - 1).clamp(min=0), reduction="none", label_smoothing=label_smoothing
-    )
-    return gate + types * is_entity
 
 
 def span_iou(left: torch.Tensor, right: torch.Tensor, indices: Indices, gold: List[np.ndarray]) -> torch.Tensor:
@@ -209,7 +179,6 @@ def piqn_loss(
     pointer: str = "softmax",
     ordered: bool = False,
     tags: Optional[torch.Tensor] = None,
-    classifier: str = "softmax",
 ) -> torch.Tensor:
     """Sum over layers of w_c · class CE + w_b · boundary loss, plus w_t · the word tagger's loss
     when ``tags`` (its logits (1, B, n, labels)) are given.
@@ -231,14 +200,12 @@ def piqn_loss(
         total = total + weights.loss_tag_weight * loss_tags(tags[0], gold, word_mask)
     for layer in range(n_layers):
         indices = (
-            static
-            if static is not None
-            else match(left[layer], right[layer], classes[layer], gold, weights, pointer, classifier)
+            static if static is not None else match(left[layer], right[layer], classes[layer], gold, weights, pointer)
         )
         keep = None
         if weights.iou_class_target:
             keep = 1.0 - weights.iou_class_target * (1.0 - span_iou(left[layer], right[layer], indices, gold))
-        class_loss = loss_classes(classes[layer], indices, gold, weights.label_smoothing, keep, classifier)
+        class_loss = loss_classes(classes[layer], indices, gold, weights.label_smoothing, keep)
         total = total + weights.loss_class_weight * class_loss
         total = total + weights.loss_boundary_weight * loss_boundaries(
             left[layer], right[layer], indices, gold, word_mask, pointer
@@ -247,18 +214,13 @@ def piqn_loss(
 
 
 def loss_and_gradient(
-    scores: Any,
-    gold: List[np.ndarray],
-    weights: LossSettings,
-    pointer: str,
-    ordered: bool = False,
-    classifier: str = "softmax",
+    scores: Any, gold: List[np.ndarray], weights: LossSettings, pointer: str, ordered: bool = False
 ) -> Tuple[float, Tuple[Any, ...]]:
     """The loss of a ``PIQNOutput``'s logits and its gradient (left, right, classes and any tags) as
     arrays of the same shapes; pointer logits get zeros where nothing reached them (an entity-free batch)."""
     leaves = [xp2torch(a, requires_grad=True) for a in scores.logits()]
     tags = leaves[3] if len(leaves) > 3 else None
-    loss = piqn_loss(*leaves[:3], scores.lengths, gold, weights, pointer, ordered, tags, classifier)
+    loss = piqn_loss(*leaves[:3], scores.lengths, gold, weights, pointer, ordered, tags)
     loss.backward()
     grads = tuple(torch2xp(t.grad if t.grad is not None else torch.zeros_like(t)) for t in leaves)
     return float(loss.detach()), grads

@@ -318,7 +318,7 @@ class PIQN(TrainablePipe):
         report.log(settings.n_queries)
         ordered = self.n_updates < self.cfg["ordered_warmup_updates"]
         weights = LossSettings.from_cfg(self.cfg)
-        loss, grads = loss_and_gradient(scores, gold, weights, settings.pointer, ordered, settings.classifier)
+        loss, grads = loss_and_gradient(scores, gold, weights, settings.pointer, ordered)
         return loss, PIQNOutput(scores.windows, *grads)
 
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "PIQN":

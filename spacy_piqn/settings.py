@@ -15,7 +15,6 @@ from typing import Any, Dict, Mapping, Tuple
 from .errors import Errors
 
 POINTERS = ("softmax", "sigmoid")
-CLASSIFIERS = ("softmax", "gated")
 FUSIONS = ("additive", "bilinear")
 DECODING_MODES = ("nested", "flat")
 
@@ -40,15 +39,12 @@ class HeadSettings:
     common_embedding: bool = True
     max_padded_words: int = 1024
     word_tagger: bool = False
-    classifier: str = "softmax"
 
     def __post_init__(self) -> None:
         if self.pointer not in POINTERS:
             raise ValueError(Errors.E006.format(options=POINTERS, value=self.pointer))
         if self.pointer_fusion not in FUSIONS:
             raise ValueError(Errors.E007.format(options=FUSIONS, value=self.pointer_fusion))
-        if self.classifier not in CLASSIFIERS:
-            raise ValueError(Errors.E060.format(options=CLASSIFIERS, value=self.classifier))
         if self.anchor_strength < 0:
             raise ValueError(Errors.E008.format(value=self.anchor_strength))
         if self.width % 2:

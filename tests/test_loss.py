@@ -265,35 +265,3 @@ def test_word_tagger_loss_targets_every_label_covering_a_word_and_skips_padding(
     # At logits 0 each real word's summed BCE is 3·ln 2; the mean over 10 real words, weighted 2.
     without = piqn_loss(left, right, classes, [6, 4], gold, LossSettings(n_slots=3))
     assert float(loss - without) == pytest.approx(2.0 * 3 * np.log(2.0), abs=1e-5)
-
-
-def test_gated_classifier_is_least_at_its_targets_and_gives_a_distribution():
-    """The gate learns entity or not on every query, the types only on the matched ones; its
-    probabilities sum to 1 with "None" first, as the decoder reads them."""
-    from spacy_piqn.torch_modules.head import class_probs
-
-    gold = [np.array([[2, 0, 1]])]
-    indices = [(np.array([0]), np.array([0]))]
-    classes = torch.full((1, 3, 4), -20.0)
-    classes[0, 0, 0] = classes[0, 0, 2] = 20.0  # query 0: an entity of type 2
-    classes[0, 1:, 0] = -20.0  # queries 1, 2: no entity, their types free
-    classes[0, 1:, 1:] = torch.tensor([3.0, -1.0, 0.5])
-    assert float(loss_classes(classes, indices, gold, classifier="gated")) < 1e-6
-    wrong = classes.clone()
-    wrong[0, 0, 2], wrong[0, 0, 3] = -20.0, 20.0
-    assert float(loss_classes(wrong, indices, gold, classifier="gated")) > 1.0
-    probs = class_probs(classes, "gated")
-    assert torch.allclose(probs.sum(-1), torch.ones(1, 3))
-    assert probs[0, 0].argmax() == 2 and (probs[0, 1:].argmax(-1) == 0).all()
-    with pytest.raises(ValueError, match="classifier"):
-        HeadSettings(classifier="sigmoid")
-
-
-def test_gated_classifier_loss_is_finite_without_entities():
-    left, right, classes = head_outputs()
-    empty = [np.zeros((0, 3), dtype=np.int64)] * 3
-    loss = piqn_loss(left, right, classes, [6, 4, 2], empty, LossSettings(n_slots=3), classifier="gated")
-    loss.backward()
-    assert torch.isfinite(loss) and torch.isfinite(classes.grad).all()
-    # Without a matched query only the gate learns.
-    assert classes.grad[..., 1:].abs().sum() == 0 and classes.grad[..., 0].abs().sum() > 0

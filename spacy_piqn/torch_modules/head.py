@@ -181,15 +181,6 @@ def boundary_probs(logits: torch.Tensor, pointer: str) -> torch.Tensor:
     return torch.softmax(logits, -1) if pointer == "softmax" else torch.sigmoid(logits)
 
 
-def class_probs(logits: torch.Tensor, classifier: str) -> torch.Tensor:
-    """Class probabilities (..., C) with "None" first: one softmax, or ("gated") the entity gate
-    σ(logit 0) times a softmax over the labels, with 1 − gate on "None"."""
-    if classifier == "softmax":
-        return torch.softmax(logits, -1)
-    gate = torch.sigmoid(logits[..., :1])
-    return torch.cat([1.0 - gate, gate * torch.softmax(logits[..., 1:], -1)], -1)
-
-
 def boundary_loss(logits: torch.Tensor, target: torch.Tensor, word_mask: torch.Tensor, pointer: str) -> torch.Tensor:
     """Summed loss of matched queries' boundary logits (Q, n) against target word indices (Q,):
     cross-entropy over the real words ("softmax"), or binary cross-entropy per real word against
@@ -275,7 +266,6 @@ class PIQNHead(nn.Module):
         self.max_padded_words = s.max_padded_words
         self.n_queries = s.n_queries
         self.pointer = s.pointer
-        self.classifier_kind = s.classifier
         if s.lstm_layers > 0:
             self.lstm: Optional[nn.LSTM] = nn.LSTM(
                 n_in,
@@ -389,11 +379,7 @@ class PIQNHead(nn.Module):
         tags = () if self.tagger is None else (self.tagger(targets).unsqueeze(0),)
         if all_layers:
             return (left, right, logits, *tags)
-        probs = (
-            boundary_probs(left, self.pointer),
-            boundary_probs(right, self.pointer),
-            class_probs(logits, self.classifier_kind),
-        )
+        probs = boundary_probs(left, self.pointer), boundary_probs(right, self.pointer), torch.softmax(logits, -1)
         # Decoding reads the tagger's probabilities to check each query's boundaries.
         return (*probs, *(torch.sigmoid(t) for t in tags))
 
