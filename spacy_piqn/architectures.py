@@ -36,7 +36,6 @@ def build_piqn_head(
     lstm_layers: int = D.lstm_layers,
     dropout: float = D.dropout,
     classifier_dropout: float = D.classifier_dropout,
-    word_dropout: float = D.word_dropout,
     query_interaction: bool = D.query_interaction,
     common_embedding: bool = D.common_embedding,
     max_padded_words: int = D.max_padded_words,
@@ -69,9 +68,6 @@ def build_piqn_head(
     lstm_layers (int): BiLSTM layers over the words (0: a linear projection instead).
     dropout (float): dropout inside the head (spaCy's [training] dropout does not reach torch).
     classifier_dropout (float): dropout on the entity classifier's input (PIQN uses 0.5).
-    word_dropout (float): in training, each word's input vector is zeroed with this probability
-        (the rest scaled up), so that the head learns to type a name from its context as well as
-        from the name's own (memorized) vector.
     query_interaction (bool): whether queries attend to each other (the paper's ablation: off).
     one_way (bool): words never attend to the queries in the word-level layers (PIQN's one-way
         self-attention), so queries read the words without changing them; False is the paper's
@@ -90,7 +86,7 @@ def build_piqn_head(
         one rate per pipeline): e.g. 20 with a transformer at 5e-5 gives the freshly initialized
         head 1e-3. With a query-carrying encoder, its instance queries learn at this scale too.
 
-    dropout, classifier_dropout, word_dropout, max_padded_words, mixed_precision and lr_scale may change when a
+    dropout, classifier_dropout, max_padded_words, mixed_precision and lr_scale may change when a
     trained pipeline is loaded (``spacy.load(path, config=...)``); the others are part of what the
     model learned, and a load-time config that contradicts them is an error.
     """
@@ -106,7 +102,6 @@ def build_piqn_head(
         lstm_layers=lstm_layers,
         dropout=dropout,
         classifier_dropout=classifier_dropout,
-        word_dropout=word_dropout,
         query_interaction=query_interaction,
         one_way=one_way,
         common_embedding=common_embedding,

@@ -44,7 +44,6 @@ class Errors:
     E010 = "[E010] hidden_width {width} is not divisible by n_heads {n_heads}."
     E011 = "[E011] PIQN needs at least one word-level layer (n_layers >= 1), got n_layers={n_layers}."
     E012 = "[E012] n_queries must be >= 1, got {n_queries}."
-    E140 = "[E140] word_dropout must be in [0, 1), got {value}."
     E013 = "[E013] n_slots must be >= 1, got {n_slots}."
     # The component's add_label (pipeline.py)
     E014 = "[E014] piqn labels must be strings, got {label!r} (piqn component '{name}')."

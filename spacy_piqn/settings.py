@@ -34,7 +34,6 @@ class HeadSettings:
     lstm_layers: int = 1
     dropout: float = 0.0
     classifier_dropout: float = 0.5
-    word_dropout: float = 0.0
     query_interaction: bool = True
     one_way: bool = True
     common_embedding: bool = True
@@ -56,8 +55,6 @@ class HeadSettings:
             raise ValueError(Errors.E011.format(n_layers=self.n_layers))
         if self.n_queries < 1:
             raise ValueError(Errors.E012.format(n_queries=self.n_queries))
-        if not 0 <= self.word_dropout < 1:
-            raise ValueError(Errors.E140.format(value=self.word_dropout))
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -70,7 +67,7 @@ class HeadSettings:
 
 
 # Settings that only change how the head runs, not what it learned: a load-time config may set them.
-RUNTIME = ("dropout", "classifier_dropout", "word_dropout", "max_padded_words")
+RUNTIME = ("dropout", "classifier_dropout", "max_padded_words")
 STRUCTURAL = tuple(f.name for f in fields(HeadSettings) if f.name not in RUNTIME)
 
 DEFAULT_HEAD = HeadSettings()

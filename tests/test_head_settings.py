@@ -183,34 +183,12 @@ def test_only_two_way_layers_let_queries_change_the_words(one_way):
         ({"pointer_fusion": "concat"}, r"^\[E007\] pointer_fusion must be one of .*got 'concat'"),
         ({"anchor_strength": -1.0}, r"^\[E008\] anchor_strength must be >= 0, got -1.0"),
         ({"width": 31}, r"^\[E009\] hidden_width must be even"),
-        ({"word_dropout": 1.0}, r"^\[E140\] word_dropout must be in \[0, 1\), got 1.0"),
     ],
 )
 def test_invalid_head_settings_are_clear_errors(setting, message):
     """Each bad setting raises with its own code and names the setting (pointer: tests/test_errors.py)."""
     with pytest.raises(ValueError, match=message):
         HeadSettings(**setting)
-
-
-def test_word_dropout_zeroes_whole_words_in_training_only():
-    """Each dropped word loses its whole input vector; the kept ones are scaled by 1 / (1 - p); prediction
-    reads every word unchanged."""
-    torch.manual_seed(0)
-    head = PIQNHead(6, 3, HeadSettings(width=8, n_heads=2, n_queries=2, lstm_layers=0, word_dropout=0.5))
-    windows = [torch.rand(40, 6) + 1.0, torch.rand(30, 6) + 1.0]
-    seen = []
-    head.proj.forward = lambda x: seen.append(x) or torch.zeros(x.shape[:2] + (8,))
-    head.train()
-    head.encode_words(windows)
-    head.eval()
-    head.encode_words(windows)
-    trained, predicted = seen
-    real = torch.nn.utils.rnn.pad_sequence(windows, batch_first=True)
-    dropped = (trained == 0).all(-1) & (real != 0).any(-1)
-    assert 0 < dropped.sum() < (real != 0).any(-1).sum()
-    kept = (trained != 0).any(-1)
-    torch.testing.assert_close(trained[kept], real[kept] * 2)
-    torch.testing.assert_close(predicted, real)
 
 
 def test_weight_averages_reach_the_torch_head():
@@ -313,12 +291,12 @@ def test_load_time_config_sets_run_time_head_settings_everywhere(trained_tiny, t
     restores the saved attrs over the config's; the config must win)."""
     nlp, examples = trained_tiny
     nlp.to_disk(tmp_path / "p")
-    override = {"dropout": 0.3, "classifier_dropout": 0.2, "word_dropout": 0.1, "max_padded_words": 1}
+    override = {"dropout": 0.3, "classifier_dropout": 0.2, "max_padded_words": 1}
     loaded = spacy.load(tmp_path / "p", config={"components": {"piqn": {"model": {"head": override}}}})
     settings = head_settings(loaded.get_pipe("piqn").model.get_ref("head"))
     assert (settings.dropout, settings.classifier_dropout, settings.max_padded_words) == (0.3, 0.2, 1)
     module = _module(loaded)
-    assert module.max_padded_words == 1 and module.word_dropout == 0.1
+    assert module.max_padded_words == 1
     assert module.layers[0].dropout.p == 0.3 and module.classifier.dropout.p == 0.2
     # Predictions do not depend on the group size (dropout is off at prediction).
     docs = [eg.predicted.text for eg in examples]

@@ -264,7 +264,6 @@ class PIQNHead(nn.Module):
         super().__init__()
         s = settings
         self.max_padded_words = s.max_padded_words
-        self.word_dropout = s.word_dropout
         self.n_queries = s.n_queries
         self.pointer = s.pointer
         if s.lstm_layers > 0:
@@ -302,9 +301,6 @@ class PIQNHead(nn.Module):
         ``unpacked_bilstm`` on the CPU, where packing is slow to train)."""
         lengths = torch.tensor([len(w) for w in windows])
         padded = pad_sequence(windows, batch_first=True)
-        if self.training and self.word_dropout > 0:
-            keep = torch.rand(padded.shape[:2], device=padded.device) >= self.word_dropout
-            padded = padded * (keep.unsqueeze(-1) / (1 - self.word_dropout)).to(padded.dtype)
         mask = torch.arange(padded.shape[1])[None, :] < lengths[:, None]
         if self.lstm is not None and padded.device.type == "cpu":
             words = unpacked_bilstm(self.lstm, padded, lengths)
